@@ -1,0 +1,34 @@
+# xcompile: `make test` and `make demo` each set up a fresh machine and then run.
+PYTHON ?= python3
+PIP := $(PYTHON) -m pip
+PIP_FLAGS ?= -q --disable-pip-version-check
+TORCH_VERSION ?= 2.13.0
+BUILD_STAMP := build/.installed
+
+.PHONY: setup deps build test demo bench clean
+
+setup: deps build
+
+deps:
+	@$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(PIP_FLAGS) torch==$(TORCH_VERSION)
+	@$(PYTHON) -c "import pybind11, scikit_build_core, ninja, pytest, networkx, triton" 2>/dev/null || \
+	  $(PIP) install $(PIP_FLAGS) pybind11 scikit-build-core ninja pytest networkx triton
+
+# Rebuilds (incrementally) whenever csrc/ or the build files change.
+build: $(BUILD_STAMP)
+$(BUILD_STAMP): $(wildcard csrc/*) CMakeLists.txt pyproject.toml
+	$(PIP) install $(PIP_FLAGS) --no-build-isolation --no-deps -e .
+	@mkdir -p build && touch $(BUILD_STAMP)
+
+test: setup
+	$(PYTHON) -m pytest tests -x -q -p no:cacheprovider
+
+demo: setup
+	$(PYTHON) benchmarks/demo.py
+
+bench: setup
+	$(PYTHON) benchmarks/overhead.py
+	@for b in benchmarks/training.py benchmarks/kernels.py; do [ ! -f $$b ] || $(PYTHON) $$b; done
+
+clean:
+	rm -rf build

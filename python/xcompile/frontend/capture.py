@@ -1,0 +1,49 @@
+"""What the frontend hands to the rest of the compiler for one frame.
+
+    trace_frame(frame: FrameState, *, fullgraph: bool) -> CapturedGraph   (frontend/convert.py)
+
+raises ``Unsupported`` when the frame cannot be captured whole (graph breaks and
+resume functions arrive with the frontend-breadth issue).
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..guards.spec import GuardSet
+from .sources import Source
+
+
+@dataclass
+class FrameState:
+    """The frame about to run: its code and the values it starts with."""
+
+    code: types.CodeType
+    f_locals: dict[str, Any]            # the arguments, by name (co_varnames order)
+    f_globals: dict[str, Any]
+    f_builtins: dict[str, Any]
+    closure: tuple | None               # the function's __closure__ (cells), co_freevars order
+
+
+# Output spec: how the frame's return value is rebuilt from the graph's outputs.
+# A nested tuple, executed in C++ after the compiled graph returns its tuple ``outs``:
+#   ("out", i)                 -> outs[i]
+#   ("const", value)           -> value (a constant computed at trace time)
+#   ("source", slot)           -> the value found at input slot ``slot`` (a pass-through argument)
+#   ("tuple", [spec, ...])     -> tuple of the parts
+#   ("list", [spec, ...])      -> list of the parts
+#   ("dict", [key, ...], [spec, ...]) -> dict (insertion order kept)
+OutputSpec = tuple
+
+
+@dataclass
+class CapturedGraph:
+    gm: torch.fx.GraphModule            # placeholders in input_sources order; returns a tuple
+    example_inputs: list                # the real values of the placeholders at trace time
+    input_sources: list[Source]         # where each placeholder comes from
+    output: OutputSpec                  # see above; ("source", k) refers to passthrough_sources[k]
+    guards: GuardSet
+    passthrough_sources: list[Source] = field(default_factory=list)  # non-graph values returned as-is

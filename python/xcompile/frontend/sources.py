@@ -1,0 +1,93 @@
+"""Provenance of values that come from outside the traced frame.
+
+A source is a frozen chain (local / global / closure cell, then attribute and item
+steps) that names a value and knows how to fetch it again.  Guards are built from
+sources (``guards/build.py``); graph inputs are fetched through them (the C++ guard
+tree fills an input slot at the node a source lowers to).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Source:
+    def name(self) -> str:  # printable, in torch's guard notation: L['x'].weight[0]
+        raise NotImplementedError
+
+    def fetch(self, frame_locals: dict, frame_globals: dict, builtins: dict, closure) -> Any:
+        """Slow, Python-level fetch (tests and debugging only; the hot path is C++)."""
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.name()
+
+
+@dataclass(frozen=True)
+class LocalSource(Source):
+    """An argument of the frame. ``index`` is its position in ``co_varnames``."""
+
+    local_name: str
+    index: int
+
+    def name(self) -> str:
+        return f"L[{self.local_name!r}]"
+
+    def fetch(self, frame_locals, frame_globals, builtins, closure):
+        return frame_locals[self.local_name]
+
+
+@dataclass(frozen=True)
+class GlobalSource(Source):
+    """``frame_globals[name]``, falling back to builtins like LOAD_GLOBAL does."""
+
+    global_name: str
+
+    def name(self) -> str:
+        return f"G[{self.global_name!r}]"
+
+    def fetch(self, frame_locals, frame_globals, builtins, closure):
+        if self.global_name in frame_globals:
+            return frame_globals[self.global_name]
+        return builtins[self.global_name]
+
+
+@dataclass(frozen=True)
+class ClosureSource(Source):
+    """Contents of the function's closure cell ``index`` (position in ``co_freevars``)."""
+
+    var_name: str
+    index: int
+
+    def name(self) -> str:
+        return f"C[{self.var_name!r}]"
+
+    def fetch(self, frame_locals, frame_globals, builtins, closure):
+        return closure[self.index].cell_contents
+
+
+@dataclass(frozen=True)
+class AttrSource(Source):
+    base: Source
+    attr: str
+
+    def name(self) -> str:
+        return f"{self.base.name()}.{self.attr}"
+
+    def fetch(self, *frame):
+        return getattr(self.base.fetch(*frame), self.attr)
+
+
+@dataclass(frozen=True)
+class ItemSource(Source):
+    """``base[key]`` for a list/tuple index or a dict key (a hashable constant)."""
+
+    base: Source
+    key: Any
+
+    def name(self) -> str:
+        return f"{self.base.name()}[{self.key!r}]"
+
+    def fetch(self, *frame):
+        return self.base.fetch(*frame)[self.key]

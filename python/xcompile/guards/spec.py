@@ -1,0 +1,69 @@
+"""Guard specs: plain, printable data, built from sources before lowering to C++."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..frontend.sources import Source
+
+# The closed set of guard kinds.  Each lowers to one C++ leaf (guards/lower.py).
+TYPE_MATCH = "TYPE_MATCH"          # type(v) is value                        (value: a type)
+ID_MATCH = "ID_MATCH"              # v is value                              (value: any object)
+EQUALS_MATCH = "EQUALS_MATCH"      # type(v) is type(value) and v == value   (value: None/bool/int/float/str/tuple of these)
+LENGTH_CHECK = "LENGTH_CHECK"      # len(v) == value                         (value: int; list/tuple/dict)
+TENSOR_MATCH = "TENSOR_MATCH"      # same type, dispatch keys, dtype, device, sizes, strides, requires_grad as value
+MODULE_TREE = "MODULE_TREE"        # v is value and no dict of the module tree (or global hooks) changed
+DICT_UNCHANGED = "DICT_UNCHANGED"  # v is value and its contents are unchanged (version tag + identity snapshot)
+
+KINDS = (TYPE_MATCH, ID_MATCH, EQUALS_MATCH, LENGTH_CHECK, TENSOR_MATCH, MODULE_TREE, DICT_UNCHANGED)
+
+
+@dataclass(frozen=True)
+class Guard:
+    source: Source
+    kind: str
+    value: Any = field(compare=False, hash=False)
+
+    def __post_init__(self):
+        assert self.kind in KINDS, self.kind
+
+    def __str__(self) -> str:
+        v = self.value
+        if self.kind == TENSOR_MATCH:
+            detail = (f"{type(v).__name__}, dtype={v.dtype}, device={v.device}, size={list(v.shape)}, "
+                      f"stride={list(v.stride())}, requires_grad={v.requires_grad}")
+        elif self.kind in (TYPE_MATCH,):
+            detail = getattr(v, "__qualname__", repr(v))
+        elif self.kind in (ID_MATCH, MODULE_TREE, DICT_UNCHANGED):
+            detail = f"id={id(v):#x} ({type(v).__name__})"
+        else:
+            detail = repr(v)
+        return f"{self.kind}: {self.source.name()} {detail}"
+
+
+@dataclass
+class GuardSet:
+    """Everything one cache entry checks: per-source guards, plus frame-wide checks."""
+
+    guards: list[Guard] = field(default_factory=list)
+    # Tensor inputs that were distinct objects at trace time must stay distinct.
+    no_aliasing: list[Source] = field(default_factory=list)
+    # Grad mode / inference mode / autocast as seen at trace time (checked in C++).
+    global_state: bool = True
+
+    def add(self, source: Source, kind: str, value: Any) -> None:
+        g = Guard(source, kind, value)
+        if g not in self._seen:
+            self._seen.add(g)
+            self.guards.append(g)
+
+    def __post_init__(self):
+        self._seen = set(self.guards)
+
+    def __str__(self) -> str:
+        lines = [str(g) for g in self.guards]
+        if len(self.no_aliasing) > 1:
+            lines.append("NO_TENSOR_ALIASING: " + ", ".join(s.name() for s in self.no_aliasing))
+        if self.global_state:
+            lines.append("GLOBAL_STATE: grad_mode, inference_mode, autocast")
+        return "\n".join(lines)
