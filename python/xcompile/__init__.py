@@ -1,0 +1,15 @@
+"""xcompile: a low-overhead JIT compiler for PyTorch programs, in the shape of torch.compile."""
+from . import config  # noqa: F401
+from .api import (  # noqa: F401
+    OptimizedModule,
+    compile,
+    disable,
+    optimize,
+    optimize_assert,
+    reset,
+    run,
+)
+from .backends.registry import list_backends, register_backend  # noqa: F401
+from .log import set_logs  # noqa: F401
+
+__version__ = "0.1.0"

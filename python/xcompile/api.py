@@ -1,0 +1,195 @@
+"""The public API, with torch.compile's names and meanings.
+
+``compile`` wraps a function in the C++ ``CompiledFunction`` (the fast path) and a module
+in ``OptimizedModule``; ``optimize`` / ``run`` / ``disable`` set this thread's callback for
+a scope, which the eval-frame hook consults for every frame that starts inside it.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import types
+
+import torch
+
+from . import _C
+from .convert_frame import SKIP, ConvertFrame, RunOnly
+
+_MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+DEFAULT_BACKEND = "eager"
+
+# Codes the user marked with disable(recursive=False); re-marked after reset().
+_nonrecursive_skips: set[types.CodeType] = set()
+
+
+def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAULT_BACKEND,
+            mode=None, options=None, disable: bool = False):
+    """Compile ``model`` (a function, method or ``nn.Module``); a decorator with or without arguments."""
+    if model is None:
+        return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
+                                 mode=mode, options=options, disable=disable)
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if mode not in _MODES:
+        raise RuntimeError(f"Unrecognized mode={mode!r}, should be one of: {', '.join(m for m in _MODES if m)}")
+    if options is not None and not isinstance(options, dict):
+        raise RuntimeError(f"options must be a dict, got {type(options).__name__}")
+    if not callable(model):
+        raise TypeError(f"xcompile.compile expects a callable or an nn.Module, got {type(model).__name__}")
+    if disable:
+        return model
+    opts = dict(options or {})
+    if mode is not None:
+        opts["mode"] = mode
+    return _wrap(model, ConvertFrame(backend, fullgraph=fullgraph, dynamic=dynamic, options=opts))
+
+
+def _wrap(obj, callback):
+    if isinstance(obj, torch.nn.Module):
+        return OptimizedModule(obj, callback)
+    if isinstance(obj, types.MethodType) and isinstance(obj.__func__, types.FunctionType):
+        return _compiled_function(obj.__func__, callback, bound_self=obj.__self__, like=obj)
+    if isinstance(obj, types.FunctionType) and not (
+            inspect.isgeneratorfunction(obj) or inspect.iscoroutinefunction(obj)
+            or inspect.isasyncgenfunction(obj)):
+        return _compiled_function(obj, callback, like=obj)
+    # Builtins, callable objects, generator and coroutine functions: the object's own frame
+    # (if any) runs eagerly, and every Python frame it starts is compiled through the hook.
+    return _with_callback(obj, callback)
+
+
+def _compiled_function(fn, callback, *, bound_self=None, like=None, hooks_module=None):
+    cf = _C.CompiledFunction(fn, callback, bound_self, hooks_module)
+    try:
+        functools.update_wrapper(cf, like if like is not None else fn)
+    except (AttributeError, TypeError):
+        pass
+    cf._xcompile_callback = callback
+    return cf
+
+
+def _with_callback(fn, callback):
+    @functools.wraps(fn)
+    def xcompile_wrapper(*args, **kwargs):
+        prev = _C.set_callback(callback)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _C.set_callback(prev)
+
+    xcompile_wrapper._xcompile_callback = callback
+    return xcompile_wrapper
+
+
+class _CallbackContext:
+    """A context manager and decorator that sets this thread's callback for its scope."""
+
+    def __init__(self, callback, *, wrap_fn=None):
+        self.callback = callback
+        self._prev: list = []
+        self._wrap_fn = wrap_fn or (lambda fn: _with_callback(fn, self.callback))
+
+    def __enter__(self):
+        self._prev.append(_C.set_callback(self.callback))
+        return self
+
+    def __exit__(self, *exc):
+        _C.set_callback(self._prev.pop())
+        return False
+
+    def __call__(self, fn):
+        if not callable(fn):
+            raise TypeError(f"expected a callable to decorate, got {type(fn).__name__}")
+        return self._wrap_fn(fn)
+
+
+def optimize(backend=DEFAULT_BACKEND, *, nopython: bool = False, guard_export_fn=None,
+             guard_fail_fn=None, disable: bool = False, dynamic=None):
+    """torch._dynamo.optimize: a context manager / decorator that compiles frames started inside it."""
+    if disable:
+        return _CallbackContext(_C.get_callback(), wrap_fn=lambda fn: fn)
+    cb = ConvertFrame(backend, fullgraph=nopython, dynamic=dynamic)
+    return _CallbackContext(cb, wrap_fn=lambda fn: _wrap(fn, cb))
+
+
+def optimize_assert(backend=DEFAULT_BACKEND, *, hooks=None, export=False, export_constraints=None,
+                    dynamic=None):
+    """The same as ``optimize(backend, nopython=True)``."""
+    return optimize(backend, nopython=True, dynamic=dynamic)
+
+
+def run(fn=None):
+    """Don't compile anything new; use the entries compiled so far."""
+    ctx = _CallbackContext(RunOnly())
+    return ctx(fn) if fn is not None else ctx
+
+
+def disable(fn=None, recursive: bool = True):
+    """Run ``fn`` (or the ``with`` block) without compiling.
+
+    ``recursive=False`` skips only ``fn``'s own frame; the frames it calls are still compiled.
+    """
+    if fn is None:
+        return _CallbackContext(None)
+    if not callable(fn):
+        raise TypeError(f"xcompile.disable expects a callable, got {type(fn).__name__}")
+    if not recursive:
+        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        if code is not None:
+            _nonrecursive_skips.add(code)
+            _C.set_code_state(code, SKIP)
+        return fn
+    wrapped = _with_callback(fn, None)
+    wrapped._xcompile_disable = True
+    return wrapped
+
+
+def reset() -> None:
+    """Forget every compiled entry and every per-code decision (skips, cache limits)."""
+    _C.cache_clear_all()
+    for code in _nonrecursive_skips:
+        _C.set_code_state(code, SKIP)
+
+
+class OptimizedModule(torch.nn.Module):
+    """What ``xcompile.compile(module)`` returns: calls go to the compiled ``forward``.
+
+    ``_orig_mod`` is the wrapped module; ``state_dict()``/``load_state_dict()`` use its keys
+    unchanged.  Without hooks, a call goes from C++ straight to the cached graph; with hooks,
+    through ``_orig_mod.__call__`` so they run as in eager.
+    """
+
+    _xc_call = None
+
+    def __init__(self, mod: torch.nn.Module, callback):
+        super().__init__()
+        self._orig_mod = mod
+        fwd = mod.__dict__.get("forward", None) or type(mod).forward
+        if isinstance(fwd, types.MethodType):
+            fwd = fwd.__func__
+        if isinstance(fwd, types.FunctionType):
+            fast = _compiled_function(fwd, callback, bound_self=mod, hooks_module=mod, like=fwd)
+        else:
+            fast = _with_callback(mod, callback)
+        self.__dict__["_xc_call"] = fast
+        self.__dict__["_xcompile_callback"] = callback
+
+    __call__ = _C.module_call_trampoline
+
+    def forward(self, *args, **kwargs):
+        return self._xc_call(*args, **kwargs)
+
+    def __getattr__(self, name):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._orig_mod, name)
+
+    def state_dict(self, *args, **kwargs):
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
+        return self._orig_mod.load_state_dict(state_dict, strict=strict, assign=assign)
+
+    def __repr__(self):
+        return f"OptimizedModule({self._orig_mod!r})"

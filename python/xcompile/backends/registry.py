@@ -1,0 +1,51 @@
+"""Backend names -> compiler functions ``(gm, example_inputs) -> callable``.
+
+Built-in backends are imported lazily, so ``import xcompile`` stays cheap and a broken
+optional backend only fails when it is asked for.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+_BUILTIN = {
+    "eager": "xcompile.backends.eager:eager",
+    "aot_eager": "xcompile.backends.aot_eager:aot_eager",
+    "inductor": "xcompile.backends.inductor:inductor",
+}
+_REGISTERED: dict[str, Callable] = {}
+
+
+def register_backend(name: str, compiler_fn: Callable | None = None):
+    """Register ``compiler_fn`` under ``name``; usable as a decorator."""
+    def deco(fn):
+        if not callable(fn):
+            raise TypeError(f"backend {name!r} must be callable, got {type(fn).__name__}")
+        _REGISTERED[name] = fn
+        return fn
+
+    return deco(compiler_fn) if compiler_fn is not None else deco
+
+
+def list_backends() -> list[str]:
+    return sorted(set(_BUILTIN) | set(_REGISTERED))
+
+
+def lookup_backend(backend) -> Callable:
+    """A backend name or callable -> the compiler function. Raises a clear error otherwise."""
+    if callable(backend) and not isinstance(backend, str):
+        return backend
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a string or a callable (gm, example_inputs) -> callable, "
+                        f"got {type(backend).__name__}")
+    if backend in _REGISTERED:
+        return _REGISTERED[backend]
+    if backend in _BUILTIN:
+        mod, _, attr = _BUILTIN[backend].partition(":")
+        try:
+            fn = getattr(importlib.import_module(mod), attr)
+        except (ImportError, AttributeError) as e:
+            raise RuntimeError(f"backend {backend!r} is not available: {e}") from e
+        _REGISTERED[backend] = fn
+        return fn
+    raise ValueError(f"unknown backend {backend!r}; available: {', '.join(list_backends())}")

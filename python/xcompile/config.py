@@ -1,0 +1,107 @@
+"""Every knob in one place.
+
+Environment variables are read once, at import.  Change a knob for a scope with
+``xcompile.config.patch(cache_size_limit=2)`` (a context manager and decorator);
+plain assignment (``xcompile.config.cache_size_limit = 2``) works too.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    v = os.environ.get(name)
+    return default if v is None else v.strip().lower() in ("1", "true", "yes", "on")
+
+
+# -- caching and guards -----------------------------------------------------------------
+# Entries per code object; past it, the frame runs eagerly from then on (one warning).
+cache_size_limit: int = _env_int("XCOMPILE_CACHE_SIZE_LIMIT", 8)
+# Raise instead of warning when the cache size limit is hit.
+fail_on_cache_limit_hit: bool = False
+# Leave frames from these path prefixes alone (torch itself, the standard library, ourselves).
+skip_file_prefixes: tuple = ()
+
+# -- frontend ------------------------------------------------------------------------------
+# Capture Tensor.item()/.tolist() as graph ops instead of breaking (frontend-breadth issue).
+capture_scalar_outputs: bool = False
+# Frontend errors that are not Unsupported: re-raise (True) or fall back to eager with a warning.
+suppress_errors: bool = _env_bool("XCOMPILE_SUPPRESS_ERRORS", False)
+# Check every FX graph (gm.graph.lint()) and guard tree after building it.
+verify: bool = _env_bool("XCOMPILE_CHECK", False)
+
+# -- AOT / kernels ----------------------------------------------------------------------
+# RNG ops run through ATen's own generator, so results are bit-identical to eager.
+fallback_random: bool = False
+# Where compiled kernels are cached on disk.
+cache_dir: str = os.environ.get("XCOMPILE_CACHE_DIR", os.path.expanduser("~/.cache/xcompile"))
+
+_KNOBS = None
+
+
+def _knobs() -> dict:
+    global _KNOBS
+    if _KNOBS is None:
+        mod = sys.modules[__name__]
+        _KNOBS = {k for k, v in vars(mod).items()
+                  if not k.startswith("_") and not callable(v) and not isinstance(v, type(sys))}
+    return _KNOBS
+
+
+def _set(name: str, value) -> None:
+    if name not in _knobs():
+        raise AttributeError(f"xcompile.config has no knob {name!r}; known knobs: {sorted(_knobs())}")
+    setattr(sys.modules[__name__], name, value)
+
+
+@contextlib.contextmanager
+def _patch_cm(changes: dict):
+    mod = sys.modules[__name__]
+    old = {k: getattr(mod, k) for k in changes}
+    try:
+        for k, v in changes.items():
+            _set(k, v)
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(mod, k, v)
+
+
+class patch:
+    """Scoped override: ``with config.patch(verify=True): ...`` or ``@config.patch(...)``."""
+
+    def __init__(self, arg=None, **changes):
+        if isinstance(arg, dict):
+            changes = {**arg, **changes}
+        elif isinstance(arg, str):
+            raise TypeError("use config.patch(name=value)")
+        for k in changes:
+            if k not in _knobs():
+                raise AttributeError(f"xcompile.config has no knob {k!r}")
+        self.changes = changes
+        self._cm = None
+
+    def __enter__(self):
+        self._cm = _patch_cm(self.changes)
+        return self._cm.__enter__()
+
+    def __exit__(self, *exc):
+        return self._cm.__exit__(*exc)
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with _patch_cm(self.changes):
+                return fn(*args, **kwargs)
+
+        return wrapper

@@ -1,0 +1,139 @@
+"""The Python side of a cache miss: frame -> frontend -> backend -> new cache entry.
+
+The C++ runtime calls a ``ConvertFrame`` (the thread's callback) with the frame's code and
+starting values when no cache entry's guards pass.  It returns the new entry (and has
+added it to the code's cache) or None, meaning "run this frame eagerly".
+"""
+from __future__ import annotations
+
+import os
+import sysconfig
+import types
+import warnings
+
+import torch
+
+from . import _C, config, log
+from .backends.registry import lookup_backend
+from .exc import BackendCompilerFailed, CacheLimitExceeded
+from .frontend.capture import FrameState
+from .frontend.exc import Unsupported
+from .guards.lower import lower_guards, lower_output_spec
+
+NORMAL, SKIP, NO_NEW = 0, 1, 2
+
+_SKIP_PREFIXES = tuple(
+    os.path.dirname(p) + os.sep
+    for p in (torch.__file__, __file__)
+) + tuple(
+    p + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
+)
+
+
+def _skip_code(code: types.CodeType) -> bool:
+    fn = code.co_filename
+    if fn.startswith("<") and fn not in ("<string>", "<stdin>") and not fn.startswith("<ipython"):
+        return True  # frozen modules, <frozen importlib...>
+    if "site-packages" in fn and not fn.startswith(_SKIP_PREFIXES):
+        return False  # third-party user code is compiled like user code
+    return fn.startswith(_SKIP_PREFIXES + tuple(config.skip_file_prefixes))
+
+
+def _where(code: types.CodeType) -> str:
+    return f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})"
+
+
+class ConvertFrame:
+    """One compile configuration (backend, fullgraph): the thread's callback."""
+
+    def __init__(self, backend, *, fullgraph: bool = False, dynamic=None, options=None):
+        self.backend = lookup_backend(backend)
+        self.backend_name = backend if isinstance(backend, str) else getattr(
+            backend, "__name__", type(backend).__name__)
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.options = options or {}
+        self._warned_limit: set = set()
+
+    def __call__(self, code, f_locals, f_globals, f_builtins, closure):
+        if _skip_code(code):
+            _C.set_code_state(code, SKIP)
+            return None
+        entries = _C.cache_entries(code)
+        if entries:
+            reason = entries[0].guard.last_failure()
+            if len(entries) >= config.cache_size_limit:
+                return self._cache_limit_hit(code, reason)
+            log.log("recompiles", "Recompiling function %s\n    triggered by the following guard failure(s):\n"
+                    "    - %s", _where(code), reason or "(unknown)")
+        frame = FrameState(code, f_locals, f_globals, f_builtins, closure)
+        from .frontend.convert import trace_frame
+
+        try:
+            captured = trace_frame(frame, fullgraph=self.fullgraph)
+        except Unsupported as e:
+            if self.fullgraph:
+                raise
+            log.log("graph_breaks", "Graph break in user code: frame %s runs eagerly\n%s", _where(code), e)
+            _C.set_code_state(code, SKIP)
+            return None
+        except Exception as e:
+            if not config.suppress_errors:
+                raise
+            warnings.warn(f"xcompile: failed to capture {_where(code)}, running it eagerly: "
+                          f"{type(e).__name__}: {e}", stacklevel=2)
+            _C.set_code_state(code, SKIP)
+            return None
+        return self._install(code, captured)
+
+    def _install(self, code, captured):
+        gm = captured.gm
+        if config.verify:
+            gm.graph.lint()
+        log.log("graph_code", "TRACED GRAPH %s\n%s", _where(code), gm.print_readable(print_output=False)
+                if log.enabled("graph_code") else "")
+        try:
+            compiled = self.backend(gm, list(captured.example_inputs))
+        except Exception as e:
+            if config.suppress_errors:
+                warnings.warn(f"xcompile: backend {self.backend_name!r} failed on {_where(code)}; "
+                              f"running the graph eagerly: {type(e).__name__}: {e}", stacklevel=2)
+                compiled = gm.forward
+            else:
+                raise BackendCompilerFailed(self.backend_name, e, code) from e
+        if not callable(compiled):
+            raise BackendCompilerFailed(
+                self.backend_name,
+                f"the backend returned {type(compiled).__name__}, which is not callable "
+                "(a backend must return a callable that runs the graph)", code)
+        n_inputs = len(captured.input_sources)
+        guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
+        log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
+        entry = _C.CacheEntry.graph(guard, compiled, n_inputs, lower_output_spec(captured.output, n_inputs))
+        _C.cache_add(code, entry)
+        return entry
+
+    def _cache_limit_hit(self, code, reason):
+        msg = (f"xcompile hit config.cache_size_limit ({config.cache_size_limit})\n"
+               f"   function: {_where(code)}\n"
+               f"   last reason: {reason or '(unknown)'}\n"
+               'To log all recompilation reasons, use XCOMPILE_LOGS="recompiles".')
+        if config.fail_on_cache_limit_hit:
+            raise CacheLimitExceeded(msg)
+        if code not in self._warned_limit:
+            self._warned_limit.add(code)
+            warnings.warn(msg, stacklevel=2)
+        _C.set_code_state(code, NO_NEW)
+        return None
+
+
+class RunOnly:
+    """Callback for ``xcompile.run()``: use existing entries, never compile."""
+
+    def __call__(self, code, f_locals, f_globals, f_builtins, closure):
+        return None
+
+
+
+
+__all__ = ["ConvertFrame", "RunOnly", "NORMAL", "SKIP", "NO_NEW"]

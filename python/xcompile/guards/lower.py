@@ -1,0 +1,90 @@
+"""Lower a guard spec (plain data) into the C++ guard tree of one cache entry.
+
+Each source becomes a node of the tree (an accessor chain from the frame), each guard a
+leaf on its node, each graph input a slot the C++ check fills while it walks the tree.
+Slots: ``[0, n_inputs)`` are the graph's inputs, then one slot per pass-through value.
+"""
+from __future__ import annotations
+
+from .. import _C
+from ..frontend.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from . import spec
+
+
+class _Lowering:
+    def __init__(self, n_slots: int):
+        self.root = _C.RootGuard(n_slots)
+        self.nodes: dict[Source, object] = {}
+
+    def node(self, src: Source):
+        n = self.nodes.get(src)
+        if n is not None:
+            return n
+        if isinstance(src, LocalSource):
+            n = self.root.local(src.index, src.local_name)
+        elif isinstance(src, GlobalSource):
+            n = self.root.global_(src.global_name)
+        elif isinstance(src, ClosureSource):
+            n = self.root.closure(src.index, src.var_name)
+        elif isinstance(src, AttrSource):
+            n = self.node(src.base).attr(src.attr)
+        elif isinstance(src, ItemSource):
+            n = self.node(src.base).item(src.key)
+        else:
+            raise TypeError(f"cannot lower a guard on source {src!r} ({type(src).__name__})")
+        self.nodes[src] = n
+        return n
+
+    def add(self, g: spec.Guard) -> None:
+        n, desc = self.node(g.source), str(g)
+        k = g.kind
+        if k == spec.TYPE_MATCH:
+            n.add_type_match(g.value, desc)
+        elif k == spec.ID_MATCH:
+            n.add_id_match(g.value, desc)
+        elif k == spec.EQUALS_MATCH:
+            n.add_equals_match(g.value, desc)
+        elif k == spec.LENGTH_CHECK:
+            n.add_length_check(int(g.value), desc)
+        elif k == spec.TENSOR_MATCH:
+            n.add_tensor_match(g.value, desc)
+        elif k == spec.MODULE_TREE:
+            n.add_module_tree(g.value, desc)
+        elif k == spec.DICT_UNCHANGED:
+            n.add_dict_unchanged(g.value, desc)
+        else:  # pragma: no cover - spec.Guard validates kinds
+            raise ValueError(k)
+
+
+def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
+                 passthrough_sources: list[Source] = ()):
+    """Build the C++ RootGuard: guards, input slots, no-aliasing and global state."""
+    n_inputs = len(input_sources)
+    low = _Lowering(n_inputs + len(passthrough_sources))
+    for g in guards.guards:
+        low.add(g)
+    for i, src in enumerate(input_sources):
+        low.node(src).set_slot(i)
+    for k, src in enumerate(passthrough_sources):
+        low.node(src).set_slot(n_inputs + k)
+    alias_slots = [input_sources.index(s) for s in guards.no_aliasing if s in input_sources]
+    if len(alias_slots) > 1:
+        low.root.add_no_aliasing(alias_slots, "NO_TENSOR_ALIASING: " +
+                                 ", ".join(s.name() for s in guards.no_aliasing))
+    if guards.global_state:
+        low.root.add_global_state("GLOBAL_STATE: grad_mode, inference_mode, autocast")
+    return low.root
+
+
+def lower_output_spec(out, n_inputs: int):
+    """Frontend output spec -> the C++ plan (("source", k) becomes ("slot", n_inputs + k))."""
+    kind = out[0]
+    if kind == "source":
+        return ("slot", n_inputs + out[1])
+    if kind in ("tuple", "list"):
+        return (kind, [lower_output_spec(p, n_inputs) for p in out[1]])
+    if kind == "dict":
+        return ("dict", list(out[1]), [lower_output_spec(p, n_inputs) for p in out[2]])
+    if kind in ("out", "const"):
+        return out
+    raise ValueError(f"bad output spec {out!r}")
