@@ -183,6 +183,8 @@ class OptimizedModule(torch.nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
+            if name == "_orig_mod":
+                raise
             return getattr(self._orig_mod, name)
 
     def state_dict(self, *args, **kwargs):

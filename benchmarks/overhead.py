@@ -1,0 +1,94 @@
+"""Per-call overhead: eager vs torch.compile(backend="eager") vs xcompile.compile(backend="eager").
+
+Single thread, one process, variants interleaved round by round.  For each row it prints the
+µs per call of each variant and  (xcompile - eager) / (torch.compile - eager):  the share of
+torch.compile's overhead that xcompile still pays.  Target: <= 0.1 on every row.
+
+    python benchmarks/overhead.py [--calls N] [--rounds R]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+import xcompile  # noqa: E402
+from _timing import per_call_us  # noqa: E402
+
+
+def add_one(x):
+    return x + 1
+
+
+def sum16(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15):
+    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7 + a8 + a9 + a10 + a11 + a12 + a13 + a14 + a15
+
+
+class MLP8(torch.nn.Module):
+    def __init__(self, d=32):
+        super().__init__()
+        self.layers = torch.nn.Sequential(*[m for _ in range(8) for m in (torch.nn.Linear(d, d), torch.nn.ReLU())])
+
+    def forward(self, x):
+        return self.layers(x)
+
+
+class Params100(torch.nn.Module):
+    """50 Linear(4, 4) layers: 100 parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(50))
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return x
+
+
+def rows():
+    x = torch.randn(8)
+    yield "x + 1 (one small tensor)", add_one, (x,), None
+    yield "sum of 16 tensor args", sum16, tuple(torch.randn(8) for _ in range(16)), None
+    yield "8-layer MLP under no_grad", MLP8(), (torch.randn(4, 32),), torch.no_grad
+    yield "module with 100 parameters", Params100(), (torch.randn(2, 4),), torch.no_grad
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=15)
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    print(f"torch {torch.__version__}, python {sys.version.split()[0]}, 1 thread; "
+          f"median of {a.rounds} interleaved rounds x {a.calls} calls")
+    hdr = f"{'row':32s} {'eager us':>9s} {'torch.compile':>13s} {'xcompile':>9s} {'xc ovh':>8s} {'tc ovh':>8s} {'ratio':>6s}"
+    print(hdr)
+    print("-" * len(hdr))
+    worst = 0.0
+    for name, fn, args, ctx in rows():
+        tc = torch.compile(fn, backend="eager")
+        xc = xcompile.compile(fn, backend="eager")
+        variants = {"eager": fn, "torch": tc, "xcompile": xc}
+        if ctx is not None:
+            with ctx():
+                us = per_call_us(variants, args, calls=a.calls, rounds=a.rounds)
+        else:
+            us = per_call_us(variants, args, calls=a.calls, rounds=a.rounds)
+        for v in ("torch", "xcompile"):  # same answer as eager
+            torch.testing.assert_close(variants[v](*args), fn(*args))
+        xo, to = us["xcompile"] - us["eager"], us["torch"] - us["eager"]
+        ratio = xo / to if to > 0 else float("nan")
+        worst = max(worst, ratio)
+        print(f"{name:32s} {us['eager']:9.2f} {us['torch']:13.2f} {us['xcompile']:9.2f} "
+              f"{xo:8.2f} {to:8.2f} {ratio:6.3f}")
+    print(f"\nworst ratio (xcompile overhead / torch.compile overhead): {worst:.3f}  (target <= 0.1)")
+
+
+if __name__ == "__main__":
+    main()
