@@ -1,0 +1,17 @@
+"""Every program in the conformance table, compiled by xcompile with ``fullgraph=True`` and a
+counting backend: one graph, results (and inputs' state, module state, grads) equal to eager,
+no recompile on fresh inputs of the same shapes."""
+import pytest
+
+from .cases import ALL_CASES, CASE_IDS
+from .harness import XCOMPILE, run_case
+
+
+def test_table_is_large_and_unique():
+    assert len(ALL_CASES) >= 150
+    assert len(set(CASE_IDS)) == len(CASE_IDS)
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=CASE_IDS)
+def test_xcompile_conformance(case):
+    run_case(case, XCOMPILE)

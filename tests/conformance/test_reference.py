@@ -1,0 +1,23 @@
+"""Validates the conformance table itself: each program is captured whole (one graph, no
+recompile on fresh inputs) by ``torch.compile`` with a counting backend, and matches eager.
+
+Slow (dynamo compiles ~200 programs), so it runs only with ``XCOMPILE_TEST_REFERENCE=1``."""
+import os
+
+import pytest
+
+from .cases import ALL_CASES, CASE_IDS
+from .harness import TORCH_REFERENCE, run_case
+
+pytestmark = pytest.mark.skipif(os.environ.get("XCOMPILE_TEST_REFERENCE") != "1",
+                                reason="reference validation runs only with XCOMPILE_TEST_REFERENCE=1")
+
+
+def test_table_is_large_and_unique():
+    assert len(ALL_CASES) >= 150
+    assert len(set(CASE_IDS)) == len(CASE_IDS)
+
+
+@pytest.mark.parametrize("case", ALL_CASES, ids=CASE_IDS)
+def test_reference_captures_whole(case):
+    run_case(case, TORCH_REFERENCE)
