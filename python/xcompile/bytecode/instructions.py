@@ -1,0 +1,74 @@
+"""Decode a code object into normalized instructions whose jumps point at instruction indices.
+
+``decode(code)`` is the only place that reads raw ``dis`` output; handlers see ``Instr``:
+
+    opname    normalized name (``versions.VersionFacts.renames`` applied)
+    arg       the raw argument (flag bits still in it, for debugging)
+    argval    the decoded argument: a name, a constant, a compare symbol, a kw-names tuple...
+    target    index of the jump target instruction (jumps and FOR_ITER), else None
+    push_null LOAD_GLOBAL pushes NULL first; LOAD_ATTR / LOAD_SUPER_ATTR is a method load
+    lineno    source line (None for compiler-made instructions)
+
+EXTENDED_ARG and CACHE are dropped (their effect is already in the next ``arg``).
+"""
+from __future__ import annotations
+
+import dis
+import types
+from dataclasses import dataclass
+from typing import Any
+
+from .versions import VersionFacts, facts_for
+
+_DROP = {"EXTENDED_ARG", "CACHE"}
+
+
+@dataclass(frozen=True)
+class Instr:
+    index: int
+    offset: int
+    opname: str
+    arg: int | None
+    argval: Any
+    target: int | None
+    push_null: bool
+    lineno: int | None
+
+    def __str__(self) -> str:
+        tgt = f" -> {self.target}" if self.target is not None else ""
+        return f"{self.index:4d} {self.opname} {self.argval!r}{tgt}"
+
+
+def decode(code: types.CodeType, facts: VersionFacts | None = None) -> list[Instr]:
+    import sys
+    facts = facts or facts_for(sys.version_info[:2])
+    raw = [i for i in dis.get_instructions(code) if i.opname not in _DROP]
+    by_offset = {ins.offset: n for n, ins in enumerate(raw)}
+    out: list[Instr] = []
+    for n, ins in enumerate(raw):
+        name = ins.opname
+        argval = ins.argval
+        push_null = False
+        if name == "LOAD_GLOBAL":
+            push_null = bool(ins.arg & 1)
+        elif name == "LOAD_METHOD":
+            push_null = True
+        elif name == "LOAD_ATTR" and facts.load_attr_method_bit:
+            push_null = bool(ins.arg & 1)
+        elif name == "LOAD_SUPER_ATTR":
+            push_null = bool(ins.arg & 1)
+        elif name == "KW_NAMES" and facts.kw_names_from_consts:
+            argval = code.co_consts[ins.arg]
+        elif name == "CALL_INTRINSIC_1":
+            argval = facts.intrinsic_1[ins.arg]
+        name = facts.renames.get(name, name)
+        target = None
+        if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
+            target = by_offset[ins.argval]
+        lineno = ins.positions.lineno if ins.positions is not None else None
+        out.append(Instr(n, ins.offset, name, ins.arg, argval, target, push_null, lineno))
+    return out
+
+
+def render(instrs: list[Instr]) -> str:
+    return "\n".join(str(i) for i in instrs)

@@ -1,0 +1,390 @@
+"""The closed set of symbolic values the interpreter pushes on its stack.
+
+Each class has one job and explicit fields; none of them knows the interpreter.
+Behaviour (attribute lookup, calls, iteration) lives in tables keyed by value
+class (``attrs.py``, ``calls.py``, ``iteration.py``), so a new case is a new row.
+
+Common fields:
+    source   where the object came from outside the frame (None for values made here)
+    covered  the object's identity is already pinned by an enclosing guard (an attribute
+             of a module under MODULE_TREE), so reading it needs no guard of its own
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .sources import Source
+
+# Python values that are immutable and foldable: a ConstantValue may hold these (and tuples,
+# frozensets, slices of them).
+CONSTANT_TYPES = (type(None), bool, int, float, complex, str, bytes, type(Ellipsis), type(NotImplemented),
+                  torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size, range,
+                  torch.finfo, torch.iinfo, types.CodeType)
+
+
+def is_constant(obj: Any) -> bool:
+    if isinstance(obj, (tuple, frozenset)) and type(obj) in (tuple, frozenset, torch.Size):
+        return all(is_constant(o) for o in obj)
+    if isinstance(obj, slice):
+        return is_constant(obj.start) and is_constant(obj.stop) and is_constant(obj.step)
+    return type(obj) in CONSTANT_TYPES
+
+
+class Value:
+    """Base: ``source`` and ``covered`` only.  Subclasses are dataclasses."""
+
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        raise NotImplementedError(type(self).__name__)
+
+    def describe(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(eq=False)
+class NullValue(Value):
+    """The NULL that LOAD_GLOBAL / PUSH_NULL put below a callable, or an unbound local."""
+
+    def describe(self) -> str:
+        return "NULL"
+
+
+NULL = NullValue()
+
+
+@dataclass(eq=False)
+class LazyValue(Value):
+    """A real object reached through ``source`` and not wrapped yet (wrapped on first use)."""
+
+    obj: Any
+    source: Source | None
+    covered: bool = False
+
+
+@dataclass(eq=False)
+class ConstantValue(Value):
+    value: Any
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def describe(self) -> str:
+        return f"constant {self.value!r}"
+
+
+@dataclass(eq=False)
+class TensorValue(Value):
+    node: torch.fx.Node
+    fake: torch.Tensor
+    cls: type = torch.Tensor                 # torch.Tensor or torch.nn.Parameter
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"tensor {self.node.name}"
+
+
+@dataclass(eq=False)
+class TupleValue(Value):
+    items: list[Value]
+    cls: type = tuple                        # tuple, or a namedtuple / structseq class
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return "tuple" if self.cls is tuple else f"namedtuple {self.cls.__name__}"
+
+
+@dataclass(eq=False)
+class ListValue(Value):
+    items: list[Value]
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return list
+
+    def describe(self) -> str:
+        return "list"
+
+
+@dataclass(eq=False)
+class DictValue(Value):
+    items: dict[Any, Value]                  # keys are Python constants
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return dict
+
+    def describe(self) -> str:
+        return "dict"
+
+
+@dataclass(eq=False)
+class DictViewValue(Value):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``."""
+
+    dict_value: DictValue
+    kind: str                                # "keys" | "values" | "items"
+
+    def python_type(self) -> type:
+        return {"keys": type({}.keys()), "values": type({}.values()), "items": type({}.items())}[self.kind]
+
+
+@dataclass(eq=False)
+class IteratorValue(Value):
+    """A finite iterator over already-known items (lists, ranges, zip, enumerate, genexprs...)."""
+
+    items: list[Value]
+    pos: int = 0
+
+    def python_type(self) -> type:
+        return type(iter([]))
+
+    def describe(self) -> str:
+        return "iterator"
+
+
+@dataclass(eq=False)
+class FunctionValue(Value):
+    """A real Python function (inlined when called)."""
+
+    fn: types.FunctionType
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def describe(self) -> str:
+        return f"function {self.fn.__qualname__}"
+
+
+@dataclass(eq=False)
+class CellValue(Value):
+    """A closure cell.  ``external`` cells belong to a real function's closure (read-only here)."""
+
+    contents: Value | None = None
+    external: bool = False
+
+
+@dataclass(eq=False)
+class NestedFunctionValue(Value):
+    """A function made by MAKE_FUNCTION inside the traced code (lambda, nested def, comprehension)."""
+
+    code: types.CodeType
+    frame_globals: Any                       # the making frame's globals accessor (frontend.frame.Globals)
+    defaults: tuple[Value, ...] = ()
+    kwdefaults: dict[str, Value] = field(default_factory=dict)
+    closure: tuple[CellValue, ...] = ()
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def describe(self) -> str:
+        return f"function {self.code.co_qualname}"
+
+
+@dataclass(eq=False)
+class BoundMethodValue(Value):
+    func: Value                              # FunctionValue or NestedFunctionValue
+    self_value: Value
+    source: Source | None = None
+
+    def python_type(self) -> type:
+        return types.MethodType
+
+    def describe(self) -> str:
+        return f"method {self.func.describe()}"
+
+
+@dataclass(eq=False)
+class PartialValue(Value):
+    """``functools.partial(func, *args, **kwargs)``."""
+
+    func: Value
+    args: list[Value]
+    kwargs: dict[str, Value]
+
+    def python_type(self) -> type:
+        import functools
+        return functools.partial
+
+
+@dataclass(eq=False)
+class ModuleValue(Value):
+    """An ``nn.Module`` instance."""
+
+    module: torch.nn.Module
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return type(self.module)
+
+    def describe(self) -> str:
+        return f"module {type(self.module).__name__}"
+
+
+@dataclass(eq=False)
+class TorchOpValue(Value):
+    """A torch callable that becomes one graph node (``torch.*``, ``F.*``, ``Tensor.*`` unbound)."""
+
+    fn: Any
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"torch callable {getattr(self.fn, '__qualname__', getattr(self.fn, '__name__', self.fn))}"
+
+
+@dataclass(eq=False)
+class TensorMethodValue(Value):
+    """``tensor.name`` looked up as a method, not called yet."""
+
+    tensor: TensorValue
+    name: str
+
+    def python_type(self) -> type:
+        return types.BuiltinMethodType
+
+    def describe(self) -> str:
+        return f"method Tensor.{self.name}"
+
+
+@dataclass(eq=False)
+class BuiltinValue(Value):
+    """A Python builtin or stdlib callable with a handler in ``builtins_rules.py``."""
+
+    fn: Any
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return type(self.fn)
+
+    def describe(self) -> str:
+        return f"builtin {getattr(self.fn, '__name__', self.fn)}"
+
+
+@dataclass(eq=False)
+class ObjectMethodValue(Value):
+    """A method of a container or constant value: ``lst.append``, ``d.items``, ``'a'.join``."""
+
+    obj: Value
+    name: str
+
+    def python_type(self) -> type:
+        return types.BuiltinMethodType
+
+    def describe(self) -> str:
+        return f"method {self.obj.describe()}.{self.name}"
+
+
+@dataclass(eq=False)
+class PythonModuleValue(Value):
+    module: types.ModuleType
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return types.ModuleType
+
+    def describe(self) -> str:
+        return f"python module {self.module.__name__}"
+
+
+@dataclass(eq=False)
+class ClassValue(Value):
+    cls: type
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return type(self.cls)
+
+    def describe(self) -> str:
+        return f"class {self.cls.__qualname__}"
+
+
+@dataclass(eq=False)
+class GradModeValue(Value):
+    """``torch.no_grad()`` / ``enable_grad()`` / ``set_grad_enabled(b)`` (a context manager)."""
+
+    enabled: bool
+    prev: bool | None = None                 # set_grad_enabled(b) switches at the call: the mode before it
+    exit_to: bool | None = None              # after BEFORE_WITH: the mode __exit__ restores
+
+    def python_type(self) -> type:
+        return {True: torch.enable_grad, False: torch.no_grad}[self.enabled]
+
+    def describe(self) -> str:
+        return f"grad mode context (enabled={self.enabled})"
+
+
+@dataclass(eq=False)
+class NoOpContextValue(Value):
+    """A context manager with no effect on the traced program (inference_mode when already on)."""
+
+    what: str
+
+    def describe(self) -> str:
+        return self.what
+
+
+@dataclass(eq=False)
+class ContextExitValue(Value):
+    """The bound ``__exit__`` that BEFORE_WITH pushes."""
+
+    ctx: Value
+
+
+@dataclass(eq=False)
+class SuperValue(Value):
+    cls: type
+    obj: Value
+
+
+@dataclass(eq=False)
+class UserObjectValue(Value):
+    """Any other Python object from a source: attributes are read through it, with guards."""
+
+    obj: Any
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return type(self.obj)
+
+    def describe(self) -> str:
+        return f"object of type {type(self.obj).__qualname__}"
+
+
+def real_object(v: Value) -> Any:
+    """The real Python object behind a value that wraps one (None if it has none)."""
+    for attr in ("module", "fn", "cls", "obj"):
+        if attr in getattr(type(v), "__dataclass_fields__", {}) and not isinstance(v, ObjectMethodValue):
+            return getattr(v, attr)
+    if isinstance(v, PythonModuleValue):
+        return v.module
+    if isinstance(v, ConstantValue):
+        return v.value
+    return None

@@ -1,0 +1,66 @@
+"""Guards from what the trace looked at: sources in, a printable ``GuardSet`` out.
+
+The interpreter calls one method per fact it relied on; each installs the guard kind
+that protects that fact (see ``guards/spec.py`` for the kinds):
+
+    tensor_input(src, t)     a graph input: TENSOR_MATCH, and it joins ``no_aliasing``
+    constant(src, v)         a specialized non-tensor input: EQUALS_MATCH
+    identity(src, obj)       a function, class, python module or other object used as-is: ID_MATCH
+    object_type(src, obj)    attributes were read from it: TYPE_MATCH
+    sequence(src, obj, …)    a list/tuple/dict that was indexed or iterated: TYPE_MATCH + LENGTH_CHECK
+    module_tree(src, m)      an nn.Module: MODULE_TREE (covers its attributes, parameters, buffers,
+                             submodules and hooks; values read through it need nothing more)
+
+Nothing is guarded that the trace did not use; the same guard is never added twice.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..frontend.sources import Source
+from . import spec
+
+# EQUALS_MATCH values (spec: None/bool/int/float/str/tuple of these).  torch.device compares by
+# value as well (a fresh ``torch.device('cpu')`` each call must not recompile).
+_EQUALS_TYPES = (type(None), bool, int, float, str, torch.device)
+
+
+def equals_matchable(v) -> bool:
+    if type(v) is tuple:
+        return all(equals_matchable(x) for x in v)
+    return type(v) in _EQUALS_TYPES
+
+
+class GuardBuilder:
+    def __init__(self) -> None:
+        self.guard_set = spec.GuardSet()
+
+    # -- one method per fact ----------------------------------------------------------------
+    def tensor_input(self, source: Source, t: torch.Tensor) -> None:
+        self.guard_set.add(source, spec.TENSOR_MATCH, t)
+        if source not in self.guard_set.no_aliasing:
+            self.guard_set.no_aliasing.append(source)
+
+    def constant(self, source: Source, value) -> None:
+        if equals_matchable(value):
+            self.guard_set.add(source, spec.EQUALS_MATCH, value)
+        else:                                    # dtypes, layouts, memory formats are singletons
+            self.guard_set.add(source, spec.ID_MATCH, value)
+
+    def identity(self, source: Source, obj) -> None:
+        self.guard_set.add(source, spec.ID_MATCH, obj)
+
+    def object_type(self, source: Source, obj) -> None:
+        self.guard_set.add(source, spec.TYPE_MATCH, type(obj))
+
+    def sequence(self, source: Source, obj, *, type_known: bool = False) -> None:
+        if not type_known:
+            self.guard_set.add(source, spec.TYPE_MATCH, type(obj))
+        self.guard_set.add(source, spec.LENGTH_CHECK, len(obj))
+
+    def module_tree(self, source: Source, module: torch.nn.Module) -> None:
+        self.guard_set.add(source, spec.MODULE_TREE, module)
+
+    # -- result -------------------------------------------------------------------------------
+    def build(self) -> spec.GuardSet:
+        return self.guard_set
