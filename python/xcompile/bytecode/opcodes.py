@@ -1,0 +1,148 @@
+"""Per-version opcode facts the assembler and the analyses need, in one table.
+
+``versions.py`` (the symbolic interpreter's table) normalizes opcodes for *reading*; this
+table is about *writing* bytecode back: which opcodes index which code-object table, which
+jumps exist in which direction, how many inline CACHE units follow each opcode, and how the
+location table is laid out. Everything that can be read off the running interpreter's
+``dis``/``opcode`` modules is read there; the rest is a row per version below. No other file
+of the bytecode toolkit looks at ``sys.version_info``.
+"""
+from __future__ import annotations
+
+import dis
+import opcode as _opcode
+import sys
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class OpcodeFacts:
+    version: tuple[int, int]
+    # name-table ops whose ``arg`` is ``(index << shift) | flag bits``
+    name_shift: dict[str, int] = field(default_factory=dict)
+    # relative jumps: opname -> opname of the same jump in the other direction (None: none exists)
+    forward_to_backward: dict[str, str | None] = field(default_factory=dict)
+    # a conditional jump with its condition negated (used to build a backward conditional
+    # jump where the version has only forward ones)
+    negated: dict[str, str] = field(default_factory=dict)
+    # 3.12 merges consecutive instructions with the same location into one line-table entry;
+    # 3.11 writes one entry per instruction
+    merge_same_locations: bool = False
+    # instructions after which control never falls through to the next one
+    no_fallthrough: frozenset[str] = frozenset()
+
+
+_NO_FALLTHROUGH = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD",
+                             "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "INTERPRETER_EXIT"})
+
+TABLE: dict[tuple[int, int], OpcodeFacts] = {
+    (3, 11): OpcodeFacts(
+        version=(3, 11),
+        name_shift={"LOAD_GLOBAL": 1},
+        forward_to_backward={
+            "JUMP_FORWARD": "JUMP_BACKWARD",
+            "POP_JUMP_FORWARD_IF_FALSE": "POP_JUMP_BACKWARD_IF_FALSE",
+            "POP_JUMP_FORWARD_IF_TRUE": "POP_JUMP_BACKWARD_IF_TRUE",
+            "POP_JUMP_FORWARD_IF_NONE": "POP_JUMP_BACKWARD_IF_NONE",
+            "POP_JUMP_FORWARD_IF_NOT_NONE": "POP_JUMP_BACKWARD_IF_NOT_NONE",
+            "JUMP_IF_FALSE_OR_POP": None, "JUMP_IF_TRUE_OR_POP": None,
+            "FOR_ITER": None, "SEND": None,
+        },
+        negated={},
+        merge_same_locations=False,
+        no_fallthrough=_NO_FALLTHROUGH,
+    ),
+    (3, 12): OpcodeFacts(
+        version=(3, 12),
+        name_shift={"LOAD_GLOBAL": 1, "LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2},
+        forward_to_backward={
+            "JUMP_FORWARD": "JUMP_BACKWARD",
+            "POP_JUMP_IF_FALSE": None, "POP_JUMP_IF_TRUE": None,
+            "POP_JUMP_IF_NONE": None, "POP_JUMP_IF_NOT_NONE": None,
+            "FOR_ITER": None, "SEND": None,
+        },
+        negated={"POP_JUMP_IF_FALSE": "POP_JUMP_IF_TRUE", "POP_JUMP_IF_TRUE": "POP_JUMP_IF_FALSE",
+                 "POP_JUMP_IF_NONE": "POP_JUMP_IF_NOT_NONE",
+                 "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NONE"},
+        merge_same_locations=True,
+        no_fallthrough=_NO_FALLTHROUGH | {"RETURN_CONST"},
+    ),
+}
+
+VERSION = sys.version_info[:2]
+if VERSION not in TABLE:  # pragma: no cover - guarded by requires-python
+    raise ImportError(f"xcompile.bytecode supports CPython 3.11 and 3.12, not {VERSION}")
+FACTS = TABLE[VERSION]
+
+# ---- facts read off the running interpreter -------------------------------------------------
+OPMAP: dict[str, int] = dict(_opcode.opmap)
+OPNAME: list[str] = list(_opcode.opname)
+HAVE_ARGUMENT: int = _opcode.HAVE_ARGUMENT
+EXTENDED_ARG: int = OPMAP["EXTENDED_ARG"]
+CACHE: int = OPMAP["CACHE"]
+
+
+def _names(codes) -> frozenset[str]:
+    return frozenset(OPNAME[c] for c in codes if c < 256 and not OPNAME[c].startswith("<"))
+
+
+HAS_CONST = _names(dis.hasconst)
+HAS_NAME = _names(dis.hasname)
+HAS_LOCAL = _names(dis.haslocal)
+HAS_FREE = _names(dis.hasfree)
+HAS_JREL = _names(dis.hasjrel)
+HAS_JABS = _names(dis.hasjabs)
+JUMPS = HAS_JREL | HAS_JABS
+BACKWARD_JUMPS = frozenset(n for n in JUMPS if "BACKWARD" in n)
+
+_cache_table = getattr(dis, "_inline_cache_entries", None)
+if _cache_table is None:  # pragma: no cover
+    _cache_table = _opcode._inline_cache_entries
+
+
+def cache_entries(opname: str) -> int:
+    """Number of CACHE code units that follow ``opname`` in co_code."""
+    op = OPMAP[opname]
+    if isinstance(_cache_table, dict):  # pragma: no cover - 3.13 layout
+        return _cache_table.get(op, 0)
+    return _cache_table[op]
+
+
+def has_arg(opname: str) -> bool:
+    return OPMAP[opname] >= HAVE_ARGUMENT
+
+
+def _compare_args() -> dict[str, int]:
+    """COMPARE_OP's full ``arg`` per operator, as this interpreter's compiler writes it
+    (3.12 packs a result mask into the low four bits that the specialized forms rely on)."""
+    out = {}
+    for sym in dis.cmp_op:
+        code = compile(f"a {sym} b", "<cmp>", "eval")
+        for ins in dis.get_instructions(code):
+            if ins.opname == "COMPARE_OP":
+                out[sym] = ins.arg
+    return out
+
+
+COMPARE_ARG: dict[str, int] = _compare_args()
+
+# Generic names accepted by ``instr.create``: they resolve to this version's forward form,
+# and the assembler picks the direction from where the target lies.
+GENERIC_JUMPS: dict[str, str] = {"JUMP": "JUMP_FORWARD"}
+for _cond in ("FALSE", "TRUE", "NONE", "NOT_NONE"):
+    _fwd = f"POP_JUMP_FORWARD_IF_{_cond}" if VERSION == (3, 11) else f"POP_JUMP_IF_{_cond}"
+    GENERIC_JUMPS[f"POP_JUMP_IF_{_cond}"] = _fwd
+BACKWARD_TO_FORWARD: dict[str, str] = {b: f for f, b in FACTS.forward_to_backward.items() if b}
+BACKWARD_TO_FORWARD["JUMP_BACKWARD_NO_INTERRUPT"] = "JUMP_FORWARD"
+
+# Code flags (``inspect`` has them too, but it is a heavy import).
+CO_OPTIMIZED = 0x1
+CO_NEWLOCALS = 0x2
+CO_VARARGS = 0x4
+CO_VARKEYWORDS = 0x8
+CO_NESTED = 0x10
+CO_GENERATOR = 0x20
+CO_COROUTINE = 0x80
+CO_ITERABLE_COROUTINE = 0x100
+CO_ASYNC_GENERATOR = 0x200
+GENERATOR_LIKE = CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR
