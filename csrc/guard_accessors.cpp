@@ -1,0 +1,218 @@
+// guard_accessors.cpp — the five accessor kinds (see guard_accessors.h).
+#include "guard_accessors.h"
+
+#include <stdexcept>
+
+namespace xc {
+
+std::string safe_repr(PyObject* obj) {
+  PyObject* r = PyObject_Repr(obj);
+  if (r == nullptr) {
+    PyErr_Clear();
+    return "<unprintable>";
+  }
+  const char* s = PyUnicode_AsUTF8(r);
+  std::string out = s ? s : "<unprintable>";
+  if (!s) PyErr_Clear();
+  Py_DECREF(r);
+  return out;
+}
+
+namespace {
+
+std::string utf8(PyObject* str) {
+  const char* s = PyUnicode_AsUTF8(str);
+  if (!s) {
+    PyErr_Clear();
+    return "<?>";
+  }
+  return s;
+}
+
+// Owns one strong reference.
+class Ref {
+ public:
+  explicit Ref(PyObject* o) : o_(o) { Py_XINCREF(o_); }
+  ~Ref() { Py_XDECREF(o_); }
+  Ref(const Ref&) = delete;
+  Ref& operator=(const Ref&) = delete;
+  PyObject* get() const { return o_; }
+
+ private:
+  PyObject* o_;
+};
+
+PyObject* interned(PyObject* name) {
+  if (!PyUnicode_Check(name)) throw std::invalid_argument("name must be a str");
+  Py_INCREF(name);
+  PyUnicode_InternInPlace(&name);
+  return name;  // new reference
+}
+
+// Same key: same exact type and equal (errors count as different).
+bool same_key(PyObject* a, PyObject* b) {
+  if (a == b) return true;
+  if (Py_TYPE(a) != Py_TYPE(b)) return false;
+  int r = PyObject_RichCompareBool(a, b, Py_EQ);
+  if (r < 0) PyErr_Clear();
+  return r == 1;
+}
+
+class LocalAccessor final : public Accessor {
+ public:
+  LocalAccessor(int index, std::string name) : index_(index), name_(std::move(name)) {}
+  PyObject* fetch(PyObject*, const FrameView& f) const override {
+    if (index_ >= f.n_locals) return nullptr;
+    PyObject* v = f.locals[index_];
+    Py_XINCREF(v);
+    return v;
+  }
+  std::string path(const std::string&) const override { return "L['" + name_ + "']"; }
+  bool same(const Accessor& o) const override {
+    auto* p = dynamic_cast<const LocalAccessor*>(&o);
+    return p && p->index_ == index_;
+  }
+
+ private:
+  int index_;
+  std::string name_;
+};
+
+class GlobalAccessor final : public Accessor {
+ public:
+  explicit GlobalAccessor(PyObject* name) : name_(name) { Py_DECREF(name); }  // steals `name`
+  PyObject* fetch(PyObject*, const FrameView& f) const override {
+    PyObject* v = lookup(f.globals);
+    if (v == nullptr && !PyErr_Occurred()) v = lookup(f.builtins);
+    Py_XINCREF(v);
+    return v;
+  }
+  std::string path(const std::string&) const override { return "G['" + utf8(name_.get()) + "']"; }
+  bool same(const Accessor& o) const override {
+    auto* p = dynamic_cast<const GlobalAccessor*>(&o);
+    return p && same_key(p->name_.get(), name_.get());
+  }
+
+ private:
+  PyObject* lookup(PyObject* d) const {  // borrowed or NULL
+    if (d == nullptr || !PyDict_Check(d)) return nullptr;
+    return PyDict_GetItemWithError(d, name_.get());
+  }
+  Ref name_;
+};
+
+class ClosureAccessor final : public Accessor {
+ public:
+  ClosureAccessor(int index, std::string name) : index_(index), name_(std::move(name)) {}
+  PyObject* fetch(PyObject*, const FrameView& f) const override {
+    if (f.closure == nullptr || !PyTuple_Check(f.closure)) return nullptr;
+    if (index_ >= PyTuple_GET_SIZE(f.closure)) return nullptr;
+    PyObject* cell = PyTuple_GET_ITEM(f.closure, index_);
+    if (!PyCell_Check(cell)) return nullptr;
+    PyObject* v = PyCell_GET(cell);  // NULL for an empty cell
+    Py_XINCREF(v);
+    return v;
+  }
+  std::string path(const std::string&) const override {
+    return "closure[" + std::to_string(index_) + "]['" + name_ + "']";
+  }
+  bool same(const Accessor& o) const override {
+    auto* p = dynamic_cast<const ClosureAccessor*>(&o);
+    return p && p->index_ == index_;
+  }
+
+ private:
+  int index_;
+  std::string name_;
+};
+
+class AttrAccessor final : public Accessor {
+ public:
+  explicit AttrAccessor(PyObject* name) : name_(name) { Py_DECREF(name); }  // steals `name`
+  PyObject* fetch(PyObject* parent, const FrameView&) const override {
+    return PyObject_GetAttr(parent, name_.get());
+  }
+  std::string path(const std::string& parent) const override {
+    return parent + "." + utf8(name_.get());
+  }
+  bool same(const Accessor& o) const override {
+    auto* p = dynamic_cast<const AttrAccessor*>(&o);
+    return p && same_key(p->name_.get(), name_.get());
+  }
+
+ private:
+  Ref name_;
+};
+
+class ItemAccessor final : public Accessor {
+ public:
+  explicit ItemAccessor(PyObject* key) : key_(key) {
+    if (PyLong_CheckExact(key)) {
+      int overflow = 0;
+      long long i = PyLong_AsLongLongAndOverflow(key, &overflow);
+      if (!overflow && !(i == -1 && PyErr_Occurred())) {
+        index_ = static_cast<Py_ssize_t>(i);
+        is_index_ = true;
+      }
+      PyErr_Clear();
+    }
+  }
+  PyObject* fetch(PyObject* parent, const FrameView&) const override {
+    if (is_index_) {
+      if (PyList_CheckExact(parent)) return sequence_item(PyList_GET_SIZE(parent), parent, true);
+      if (PyTuple_CheckExact(parent)) return sequence_item(PyTuple_GET_SIZE(parent), parent, false);
+    }
+    if (PyDict_Check(parent)) {
+      PyObject* v = PyDict_GetItemWithError(parent, key_.get());
+      Py_XINCREF(v);
+      return v;
+    }
+    return PyObject_GetItem(parent, key_.get());
+  }
+  std::string path(const std::string& parent) const override {
+    return parent + "[" + safe_repr(key_.get()) + "]";
+  }
+  bool same(const Accessor& o) const override {
+    auto* p = dynamic_cast<const ItemAccessor*>(&o);
+    return p && same_key(p->key_.get(), key_.get());
+  }
+
+ private:
+  PyObject* sequence_item(Py_ssize_t n, PyObject* seq, bool is_list) const {
+    Py_ssize_t i = index_ < 0 ? index_ + n : index_;
+    if (i < 0 || i >= n) return nullptr;
+    PyObject* v = is_list ? PyList_GET_ITEM(seq, i) : PyTuple_GET_ITEM(seq, i);
+    Py_INCREF(v);
+    return v;
+  }
+
+  Ref key_;
+  Py_ssize_t index_ = 0;
+  bool is_index_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Accessor> make_local_accessor(int index, std::string name) {
+  if (index < 0) throw std::out_of_range("local index must be >= 0");
+  return std::make_unique<LocalAccessor>(index, std::move(name));
+}
+
+std::unique_ptr<Accessor> make_global_accessor(PyObject* name) {
+  return std::make_unique<GlobalAccessor>(interned(name));
+}
+
+std::unique_ptr<Accessor> make_closure_accessor(int index, std::string name) {
+  if (index < 0) throw std::out_of_range("closure index must be >= 0");
+  return std::make_unique<ClosureAccessor>(index, std::move(name));
+}
+
+std::unique_ptr<Accessor> make_attr_accessor(PyObject* name) {
+  return std::make_unique<AttrAccessor>(interned(name));
+}
+
+std::unique_ptr<Accessor> make_item_accessor(PyObject* key) {
+  return std::make_unique<ItemAccessor>(key);
+}
+
+}  // namespace xc

@@ -1,0 +1,35 @@
+// guard_accessors.h — how a guard node gets its value: one small class per edge kind.
+//
+//   frame accessors (parent ignored)        value accessors (parent = the parent node's value)
+//   local(i)    frame.locals[i]             attr(name)  PyObject_GetAttr(parent, name)
+//   global(n)   globals[n], else builtins   item(key)   list/tuple[int] fast path, dict lookup
+//   closure(i)  closure[i].cell_contents                (exact dicts and subclasses), else
+//                                                       PyObject_GetItem
+//
+// Every accessor holds strong references to its key objects. fetch() returns a new reference,
+// or NULL (possibly with an error set, which the caller clears): a missing name, key, index or
+// attribute, or an empty cell, makes the guard fail; it never raises into user code.
+#pragma once
+
+#include <Python.h>
+
+#include <memory>
+#include <string>
+
+#include "guard_tree.h"
+
+namespace xc {
+
+std::unique_ptr<Accessor> make_local_accessor(int index, std::string name);
+// `name` borrowed (must be a str); interned internally.
+std::unique_ptr<Accessor> make_global_accessor(PyObject* name);
+std::unique_ptr<Accessor> make_closure_accessor(int index, std::string name);
+// `name` borrowed (must be a str); interned internally.
+std::unique_ptr<Accessor> make_attr_accessor(PyObject* name);
+// `key` borrowed (any object; must be hashable to be found in dicts).
+std::unique_ptr<Accessor> make_item_accessor(PyObject* key);
+
+// repr(obj) as UTF-8, "<unprintable>" if repr raises (the error is cleared).
+std::string safe_repr(PyObject* obj);
+
+}  // namespace xc

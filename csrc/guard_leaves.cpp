@@ -1,0 +1,284 @@
+// guard_leaves.cpp — type, id, equals, length, dict-unchanged and module-tree leaves
+// (see guard_leaves.h). Torch-free: tensor leaves are in guard_tensor.cpp.
+#include "guard_leaves.h"
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <unordered_set>
+
+#include <pybind11/pybind11.h>
+
+#include "py_compat.h"
+
+namespace xc {
+
+namespace {
+
+// ---- small helpers --------------------------------------------------------------------------
+
+// The pending Python error -> C++ exception (re-raised as itself by pybind11).
+[[noreturn]] void throw_python_error() { throw pybind11::error_already_set(); }
+
+// Owns one strong reference.
+struct Ref {
+  PyObject* o = nullptr;
+  Ref() = default;
+  explicit Ref(PyObject* p) : o(p) { Py_XINCREF(o); }
+  Ref(Ref&& r) noexcept : o(r.o) { r.o = nullptr; }
+  Ref& operator=(Ref&& r) noexcept {
+    std::swap(o, r.o);
+    return *this;
+  }
+  Ref(const Ref&) = delete;
+  ~Ref() { Py_XDECREF(o); }
+};
+
+// ---- type / id / length ---------------------------------------------------------------------
+
+class TypeMatch final : public Leaf {
+ public:
+  TypeMatch(PyObject* tp, std::string desc) : Leaf(std::move(desc)), tp_(tp) {}
+  bool check(PyObject* v) override { return (PyObject*)Py_TYPE(v) == tp_.o; }
+
+ private:
+  Ref tp_;
+};
+
+class IdMatch final : public Leaf {
+ public:
+  IdMatch(PyObject* obj, std::string desc) : Leaf(std::move(desc)), obj_(obj) {}
+  bool check(PyObject* v) override { return v == obj_.o; }
+
+ private:
+  Ref obj_;
+};
+
+class LengthCheck final : public Leaf {
+ public:
+  LengthCheck(Py_ssize_t n, std::string desc) : Leaf(std::move(desc)), n_(n) {}
+  bool check(PyObject* v) override {
+    Py_ssize_t n;
+    if (PyList_CheckExact(v)) {
+      n = PyList_GET_SIZE(v);
+    } else if (PyTuple_CheckExact(v)) {
+      n = PyTuple_GET_SIZE(v);
+    } else if (PyDict_Check(v)) {
+      n = PyDict_GET_SIZE(v);
+    } else {
+      n = PyObject_Size(v);
+      if (n < 0) {
+        PyErr_Clear();
+        return false;
+      }
+    }
+    return n == n_;
+  }
+
+ private:
+  Py_ssize_t n_;
+};
+
+// ---- equals ---------------------------------------------------------------------------------
+
+// A constant compiled into a comparator tree at construction.
+class ConstMatcher {
+ public:
+  explicit ConstMatcher(PyObject* value) : type_((PyObject*)Py_TYPE(value)), value_(value) {
+    PyTypeObject* tp = Py_TYPE(value);
+    if (value == Py_None || tp == &PyBool_Type) {
+      kind_ = IDENTITY;  // None, True, False are singletons
+    } else if (tp == &PyLong_Type || tp == &PyUnicode_Type || tp == &PyBytes_Type) {
+      kind_ = RICH;  // C-level comparison of exact builtin types
+    } else if (tp == &PyFloat_Type) {
+      kind_ = FLOAT;
+      f_ = PyFloat_AS_DOUBLE(value);
+    } else if (std::strcmp(tp->tp_name, "torch.dtype") == 0) {
+      kind_ = IDENTITY;  // one object per dtype
+    } else if (std::strcmp(tp->tp_name, "torch.device") == 0) {
+      kind_ = RICH;  // THPDevice_rc, C-level
+    } else if (tp == &PyTuple_Type) {
+      kind_ = TUPLE;
+      for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(value); i++) {
+        items_.emplace_back(PyTuple_GET_ITEM(value, i));
+      }
+    } else {
+      throw std::invalid_argument(std::string("add_equals_match: unsupported constant type ") +
+                                  tp->tp_name);
+    }
+  }
+
+  bool match(PyObject* v) const {
+    if (v == value_.o) return true;
+    if ((PyObject*)Py_TYPE(v) != type_.o) return false;
+    switch (kind_) {
+      case IDENTITY:
+        return false;
+      case FLOAT: {
+        double d = PyFloat_AS_DOUBLE(v);
+        if (std::isnan(f_)) return std::isnan(d);
+        return d == f_ && std::signbit(d) == std::signbit(f_);
+      }
+      case RICH: {
+        int r = PyObject_RichCompareBool(v, value_.o, Py_EQ);
+        if (r < 0) PyErr_Clear();
+        return r == 1;
+      }
+      case TUPLE: {
+        if (PyTuple_GET_SIZE(v) != (Py_ssize_t)items_.size()) return false;
+        for (size_t i = 0; i < items_.size(); i++) {
+          if (!items_[i].match(PyTuple_GET_ITEM(v, i))) return false;
+        }
+        return true;
+      }
+    }
+    return false;
+  }
+
+ private:
+  enum Kind { IDENTITY, RICH, FLOAT, TUPLE };
+  Ref type_;
+  Ref value_;
+  Kind kind_ = IDENTITY;
+  double f_ = 0.0;
+  std::vector<ConstMatcher> items_;
+};
+
+class EqualsMatch final : public Leaf {
+ public:
+  EqualsMatch(PyObject* value, std::string desc) : Leaf(std::move(desc)), m_(value) {}
+  bool check(PyObject* v) override { return m_.match(v); }
+
+ private:
+  ConstMatcher m_;
+};
+
+// ---- dict watching --------------------------------------------------------------------------
+
+class DictWatch {
+ public:
+  explicit DictWatch(PyObject* d) : dict_(d), version_(dict_version(d)) {
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+      snapshot_.emplace_back(k);
+      snapshot_.emplace_back(v);
+    }
+  }
+
+  PyObject* dict() const { return dict_.o; }
+
+  bool unchanged() {
+    uint64_t ver = dict_version(dict_.o);
+    if (ver == version_) return true;
+    if (PyDict_GET_SIZE(dict_.o) * 2 != (Py_ssize_t)snapshot_.size()) return false;
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    size_t i = 0;
+    while (PyDict_Next(dict_.o, &pos, &k, &v)) {
+      if (i + 1 >= snapshot_.size() || snapshot_[i].o != k || snapshot_[i + 1].o != v) return false;
+      i += 2;
+    }
+    if (i != snapshot_.size()) return false;
+    version_ = ver;  // same contents: remember the new version
+    return true;
+  }
+
+ private:
+  Ref dict_;
+  uint64_t version_;
+  std::vector<Ref> snapshot_;  // k0, v0, k1, v1, ...
+};
+
+class DictUnchanged final : public Leaf {
+ public:
+  DictUnchanged(PyObject* d, std::string desc) : Leaf(std::move(desc)), watch_(d) {}
+  bool check(PyObject* v) override { return v == watch_.dict() && watch_.unchanged(); }
+
+ private:
+  DictWatch watch_;
+};
+
+class ModuleTree final : public Leaf {
+ public:
+  ModuleTree(PyObject* module, std::string desc) : Leaf(std::move(desc)), module_(module) {
+    std::unordered_set<PyObject*> seen;
+    auto watch = [&](PyObject* d) {
+      if (seen.insert(d).second) watches_.emplace_back(d);
+    };
+    PyObject* it = PyObject_CallMethod(module, "modules", nullptr);
+    if (!it) throw_python_error();
+    PyObject* iter = PyObject_GetIter(it);
+    Py_DECREF(it);
+    if (!iter) throw_python_error();
+    while (PyObject* m = PyIter_Next(iter)) {
+      PyObject* d = PyObject_GetAttrString(m, "__dict__");
+      Py_DECREF(m);
+      if (!d) break;
+      if (PyDict_Check(d)) {
+        watch(d);
+        PyObject *k, *v;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(d, &pos, &k, &v)) {
+          if (PyDict_Check(v)) watch(v);
+        }
+      }
+      Py_DECREF(d);
+    }
+    Py_DECREF(iter);
+    if (PyErr_Occurred()) throw_python_error();
+    PyObject* mod = PyImport_ImportModule("torch.nn.modules.module");
+    if (!mod) throw_python_error();
+    PyObject* md = PyModule_GetDict(mod);  // borrowed
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(md, &pos, &k, &v)) {
+      const char* name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : nullptr;
+      if (name && std::strncmp(name, "_global_", 8) == 0 && PyDict_Check(v)) watch(v);
+    }
+    Py_DECREF(mod);
+    if (PyErr_Occurred()) throw_python_error();
+  }
+
+  bool check(PyObject* v) override {
+    if (v != module_.o) return false;
+    for (DictWatch& w : watches_) {
+      if (!w.unchanged()) return false;
+    }
+    return true;
+  }
+
+ private:
+  Ref module_;
+  std::vector<DictWatch> watches_;
+};
+
+}  // namespace
+
+std::unique_ptr<Leaf> make_type_match(PyObject* type, std::string desc) {
+  if (!PyType_Check(type)) throw std::invalid_argument("add_type_match: expected a type");
+  return std::make_unique<TypeMatch>(type, std::move(desc));
+}
+
+std::unique_ptr<Leaf> make_id_match(PyObject* obj, std::string desc) {
+  return std::make_unique<IdMatch>(obj, std::move(desc));
+}
+
+std::unique_ptr<Leaf> make_equals_match(PyObject* value, std::string desc) {
+  return std::make_unique<EqualsMatch>(value, std::move(desc));
+}
+
+std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc) {
+  return std::make_unique<LengthCheck>(n, std::move(desc));
+}
+
+std::unique_ptr<Leaf> make_dict_unchanged(PyObject* dict, std::string desc) {
+  if (!PyDict_Check(dict)) throw std::invalid_argument("add_dict_unchanged: expected a dict");
+  return std::make_unique<DictUnchanged>(dict, std::move(desc));
+}
+
+std::unique_ptr<Leaf> make_module_tree(PyObject* module, std::string desc) {
+  return std::make_unique<ModuleTree>(module, std::move(desc));
+}
+
+}  // namespace xc

@@ -1,0 +1,55 @@
+// guard_leaves.h — the checks a guard node runs on its value.
+//
+//   leaf                   passes when                                    holds (strong refs)
+//   type_match(tp)         Py_TYPE(v) is tp                               tp
+//   id_match(obj)          v is obj                                       obj
+//   equals_match(c)        type(v) is type(c) and v == c, compared in C;  c (and its items)
+//                          c: None/bool/int/float/str/bytes/torch.dtype/
+//                          torch.device/tuple of these (floats: NaN == NaN,
+//                          0.0 != -0.0, because constants are baked into graphs)
+//   length_check(n)        len(v) == n (list/tuple/dict fast paths)       -
+//   dict_unchanged(d)      v is d and d unchanged                          d + a snapshot
+//   module_tree(m)         v is m and no dict of m's tree changed          m + every watched dict
+//   tensor_match(t)        exact type, dispatch keys, dtype, device,       the type
+//                          sizes, strides (strided only), requires_grad
+//   global_state()         grad mode, inference mode, autocast (cpu, cuda) -   (root leaf)
+//
+// "Unchanged" for a dict (DictWatch): its version tag (ma_version_tag) equals the stored one;
+// else its (key, value) pairs compare equal by identity and order with the snapshot taken at
+// construction, and then the new version is stored (so `model.eval()` twice in a row costs one
+// snapshot comparison, not a recompile). The snapshot holds strong refs, so identity
+// comparison can never be fooled by a freed and reused address.
+//
+// Factories throw std::invalid_argument (TypeError/ValueError in Python) for bad arguments.
+// tensor_match / global_state live in guard_tensor.cpp, the only TU with torch headers.
+#pragma once
+
+#include <Python.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "guard_tree.h"
+
+namespace xc {
+
+// All object arguments are borrowed; leaves take their own references.
+std::unique_ptr<Leaf> make_type_match(PyObject* type, std::string desc);
+std::unique_ptr<Leaf> make_id_match(PyObject* obj, std::string desc);
+std::unique_ptr<Leaf> make_equals_match(PyObject* value, std::string desc);
+std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc);
+std::unique_ptr<Leaf> make_dict_unchanged(PyObject* dict, std::string desc);
+// Calls module.modules() and reads torch.nn.modules.module at construction (Python-level).
+std::unique_ptr<Leaf> make_module_tree(PyObject* module, std::string desc);
+
+// guard_tensor.cpp. `sizes` / `strides`, when given, replace the example's (nullopt entries are
+// not checked: dynamic dimensions).
+using DimSpec = std::optional<std::vector<std::optional<int64_t>>>;
+std::unique_ptr<Leaf> make_tensor_match(PyObject* example, std::string desc, const DimSpec& sizes,
+                                        const DimSpec& strides);
+std::unique_ptr<RootLeaf> make_global_state(std::string desc);
+
+}  // namespace xc

@@ -1,0 +1,143 @@
+// guard_tensor.cpp — tensor-metadata and global-state leaves: the only TU with torch headers.
+// Metadata is read from at::TensorImpl directly (no Python attribute access).
+#include <ATen/autocast_mode.h>
+#include <c10/core/GradMode.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <stdexcept>
+
+#include "guard_leaves.h"
+
+namespace xc {
+
+namespace {
+
+constexpr int64_t kAny = INT64_MIN;  // dimension not checked (dynamic)
+
+// The dispatch keys an op on this tensor would see, with this thread's include/exclude sets.
+c10::DispatchKeySet effective_keys(c10::TensorImpl* impl) {
+  c10::impl::LocalDispatchKeySet local = c10::impl::tls_local_dispatch_key_set();
+  return (impl->key_set() | local.included_) - local.excluded_;
+}
+
+std::vector<int64_t> dims(c10::IntArrayRef actual, const DimSpec& spec, const char* what) {
+  std::vector<int64_t> out(actual.begin(), actual.end());
+  if (!spec) return out;
+  if (spec->size() != out.size()) {
+    throw std::invalid_argument(std::string("add_tensor_match: ") + what +
+                                " has the wrong number of dimensions");
+  }
+  for (size_t i = 0; i < out.size(); i++) out[i] = (*spec)[i] ? *(*spec)[i] : kAny;
+  return out;
+}
+
+bool dims_match(c10::IntArrayRef actual, const std::vector<int64_t>& expected) {
+  const size_t n = expected.size();
+  if (actual.size() != n) return false;
+  for (size_t i = 0; i < n; i++) {
+    if (expected[i] != actual[i] && expected[i] != kAny) return false;
+  }
+  return true;
+}
+
+class TensorMatch final : public Leaf {
+ public:
+  TensorMatch(PyObject* example, std::string desc, const DimSpec& sizes, const DimSpec& strides)
+      : Leaf(std::move(desc)), type_((PyObject*)Py_TYPE(example)) {
+    if (!THPVariable_Check(example)) throw std::invalid_argument("add_tensor_match: not a tensor");
+    const at::Tensor& t = THPVariable_Unpack(example);
+    c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    keys_ = effective_keys(impl);
+    dtype_ = impl->dtype();
+    device_ = impl->device();
+    requires_grad_ = impl->requires_grad();
+    strided_ = impl->layout() == c10::kStrided;
+    try {
+      sizes_ = dims(impl->sizes(), sizes, "sizes");
+      if (strided_) strides_ = dims(impl->strides(), strides, "strides");
+    } catch (const c10::Error& e) {
+      throw std::invalid_argument(std::string("add_tensor_match: example has no concrete sizes: ") +
+                                  e.what_without_backtrace());
+    }
+    Py_INCREF(type_);
+  }
+  ~TensorMatch() override { Py_DECREF(type_); }
+
+  bool check(PyObject* v) override {
+    if ((PyObject*)Py_TYPE(v) != type_) return false;
+    const at::Tensor& t = THPVariable_Unpack(v);
+    c10::TensorImpl* impl = t.unsafeGetTensorImpl();
+    if (effective_keys(impl) != keys_) return false;
+    if (impl->dtype() != dtype_) return false;
+    if (impl->requires_grad() != requires_grad_) return false;
+    try {
+      if (impl->device() != device_) return false;
+      if (!dims_match(impl->sizes(), sizes_)) return false;
+      if (strided_ && !dims_match(impl->strides(), strides_)) return false;
+    } catch (const c10::Error&) {
+      return false;  // e.g. a subclass with symbolic sizes
+    }
+    return true;
+  }
+
+ private:
+  PyObject* type_;  // strong
+  c10::DispatchKeySet keys_;
+  caffe2::TypeMeta dtype_;
+  c10::Device device_{c10::kCPU};
+  bool requires_grad_ = false;
+  bool strided_ = true;
+  std::vector<int64_t> sizes_;
+  std::vector<int64_t> strides_;
+};
+
+struct GlobalStateValues {
+  bool grad = false;
+  bool inference = false;
+  bool autocast_cpu = false;
+  bool autocast_cuda = false;
+  at::ScalarType autocast_cpu_dtype = at::kFloat;
+  at::ScalarType autocast_cuda_dtype = at::kFloat;
+
+  static GlobalStateValues now() {
+    GlobalStateValues s;
+    s.grad = c10::GradMode::is_enabled();
+    s.inference = c10::InferenceMode::is_enabled();
+    s.autocast_cpu = at::autocast::is_autocast_enabled(at::kCPU);
+    s.autocast_cuda = at::autocast::is_autocast_enabled(at::kCUDA);
+    s.autocast_cpu_dtype = at::autocast::get_autocast_dtype(at::kCPU);
+    s.autocast_cuda_dtype = at::autocast::get_autocast_dtype(at::kCUDA);
+    return s;
+  }
+  bool operator==(const GlobalStateValues& o) const {
+    return grad == o.grad && inference == o.inference && autocast_cpu == o.autocast_cpu &&
+           autocast_cuda == o.autocast_cuda &&
+           (!autocast_cpu || autocast_cpu_dtype == o.autocast_cpu_dtype) &&
+           (!autocast_cuda || autocast_cuda_dtype == o.autocast_cuda_dtype);
+  }
+};
+
+class GlobalState final : public RootLeaf {
+ public:
+  explicit GlobalState(std::string desc) : RootLeaf(std::move(desc)), at_trace_(GlobalStateValues::now()) {}
+  bool needs_slots() const override { return false; }
+  bool check(PyObject* const*) override { return GlobalStateValues::now() == at_trace_; }
+
+ private:
+  GlobalStateValues at_trace_;
+};
+
+}  // namespace
+
+std::unique_ptr<Leaf> make_tensor_match(PyObject* example, std::string desc, const DimSpec& sizes,
+                                        const DimSpec& strides) {
+  return std::make_unique<TensorMatch>(example, std::move(desc), sizes, strides);
+}
+
+std::unique_ptr<RootLeaf> make_global_state(std::string desc) {
+  return std::make_unique<GlobalState>(std::move(desc));
+}
+
+}  // namespace xc
