@@ -1,0 +1,269 @@
+"""Attribute reads on symbolic values (LOAD_ATTR), one function per value class."""
+from __future__ import annotations
+
+import inspect
+import types
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from . import rules
+from .exc import Unsupported
+from .sources import AttrSource, ItemSource, Source
+from .values import (
+    BoundMethodValue,
+    BuiltinValue,
+    ClassValue,
+    ConstantValue,
+    DictValue,
+    FunctionValue,
+    ListValue,
+    ModuleValue,
+    NestedFunctionValue,
+    ObjectMethodValue,
+    PythonModuleValue,
+    SuperValue,
+    TensorMethodValue,
+    TensorValue,
+    TorchOpValue,
+    TupleValue,
+    UserObjectValue,
+    Value,
+    is_constant,
+    real_object,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+_MISSING = object()
+
+
+class AttrMissing(Unsupported):
+    """The attribute does not exist (eager raises AttributeError): getattr/hasattr defaults apply."""
+
+
+def _attr_error(v: Value, name: str) -> Unsupported:
+    return AttrMissing(f"{v.describe()} has no attribute {name!r}",
+                       "The same code raises AttributeError in eager mode.")
+
+
+# -- class-level lookup (shared by objects, modules and super()) ------------------------------------------
+def mro_lookup(cls: type, name: str, start: int = 0) -> tuple[int, Any]:
+    """(index in cls.__mro__, raw class-dict entry) for the first class defining ``name``."""
+    for i, k in enumerate(cls.__mro__[start:], start):
+        if name in k.__dict__:
+            return i, k.__dict__[name]
+    return -1, _MISSING
+
+
+def class_member_source(obj_source: Source | None, mro_index: int, name: str) -> Source | None:
+    """type(obj).__mro__[i].__dict__[name] as a source (functions found on the class)."""
+    if obj_source is None:
+        return None
+    mro = AttrSource(AttrSource(obj_source, "__class__"), "__mro__")
+    return ItemSource(AttrSource(ItemSource(mro, mro_index), "__dict__"), name)
+
+
+def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any, name: str,
+                      member_source: Source | None) -> Value | None:
+    """Functions, properties, static/class methods found on a class; None for plain class attributes."""
+    if isinstance(raw, types.FunctionType):
+        return BoundMethodValue(FunctionValue(raw, source=member_source, covered=True), obj_v)
+    if isinstance(raw, property):
+        if raw.fget is None:
+            raise Unsupported(f"property {name!r} has no getter")
+        fsrc = AttrSource(member_source, "fget") if member_source is not None else None
+        return tx.inline_call(None, FunctionValue(raw.fget, source=fsrc, covered=True), [obj_v], {})
+    if isinstance(raw, staticmethod):
+        return tx.wrap(raw.__func__, member_source, True)
+    if isinstance(raw, classmethod):
+        fsrc = AttrSource(member_source, "__func__") if member_source is not None else None
+        return BoundMethodValue(tx.wrap(raw.__func__, fsrc, True), ClassValue(cls))
+    if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
+        raise Unsupported(f"calling builtin method {name!r} of {obj_v.describe()}")
+    return None
+
+
+def object_attr(tx: "Tracer", v: Value, obj: Any, name: str, *, covered: bool,
+                instance_dict: dict | None = None) -> Value:
+    """Python's attribute lookup for a plain object, statically: descriptors, instance dict, class."""
+    src = v.source
+    cls = type(obj)
+    idx, raw = mro_lookup(cls, name)
+    msrc = class_member_source(src, idx, name) if idx >= 0 else None
+    is_data_descr = raw is not _MISSING and hasattr(type(raw), "__set__") or isinstance(raw, property)
+    if is_data_descr:
+        if isinstance(raw, property):
+            return bind_class_member(tx, v, cls, idx, raw, name, msrc)
+        return tx.wrap(getattr(obj, name), AttrSource(src, name) if src else None, covered)
+    d = instance_dict if instance_dict is not None else getattr(obj, "__dict__", {})
+    if name in d:
+        return tx.wrap(d[name], AttrSource(src, name) if src else None, covered)
+    if raw is not _MISSING:
+        bound = bind_class_member(tx, v, cls, idx, raw, name, msrc)
+        if bound is not None:
+            return bound
+        return tx.wrap(raw, AttrSource(src, name) if src else None, covered)
+    return _MISSING  # type: ignore[return-value]
+
+
+# -- one reader per value class ------------------------------------------------------------------------------
+def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
+    if name in rules.TENSOR_ATTRS_FORBIDDEN:
+        raise Unsupported(rules.TENSOR_ATTRS_FORBIDDEN[name], "Read it outside the compiled region.")
+    if name in rules.TENSOR_ATTRS_AS_OPS:
+        return tx.gb.call("call_function", getattr, (v, ConstantValue(name)), what=f"Tensor.{name}")
+    if name == "data":
+        return tx.gb.call("call_method", "detach", (v,), what="Tensor.data")
+    raw = inspect.getattr_static(torch.Tensor, name, _MISSING)
+    if raw is _MISSING:
+        raise _attr_error(v, name)
+    if callable(raw) and not isinstance(raw, property):
+        if name in rules.TENSOR_METHODS_FORBIDDEN:
+            raise Unsupported(rules.TENSOR_METHODS_FORBIDDEN[name], "Keep this outside the compiled region.")
+        return TensorMethodValue(v, name)
+    result = tx.gb.run_fake(lambda t: getattr(t, name), (v.fake,), {}, f"Tensor.{name}")
+    if isinstance(result, torch.Tensor):
+        raise Unsupported(f"reading tensor attribute Tensor.{name}")
+    if not is_constant(result):
+        raise Unsupported(f"Tensor.{name} is a {type(result).__name__}, which cannot be traced")
+    return ConstantValue(result)
+
+
+def _module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
+    from .modules import module_attr
+    return module_attr(tx, v, name)
+
+
+def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
+    if type(v.obj).__getattribute__ is not object.__getattribute__:
+        raise Unsupported(f"attribute read on {v.describe()}, which defines __getattribute__")
+    r = object_attr(tx, v, v.obj, name, covered=False)
+    if r is _MISSING:
+        if hasattr(type(v.obj), "__getattr__"):
+            raise Unsupported(f"attribute {name!r} of {v.describe()} comes from its __getattr__")
+        raise _attr_error(v, name)
+    return r
+
+
+def _python_module_attr(tx: "Tracer", v: PythonModuleValue, name: str) -> Value:
+    mod = v.module
+    if not hasattr(mod, name):
+        raise _attr_error(v, name)
+    trusted = rules.is_trusted_module_name(mod.__name__)
+    src = None if trusted or v.source is None else AttrSource(v.source, name)
+    return tx.wrap(getattr(mod, name), src)
+
+
+def _class_attr(tx: "Tracer", v: ClassValue, name: str) -> Value:
+    cls = v.cls
+    idx, raw = mro_lookup(cls, name)
+    if raw is _MISSING:
+        if not hasattr(cls, name):
+            raise _attr_error(v, name)
+        raw = getattr(cls, name)
+    trusted = rules.is_trusted_module_name(getattr(cls, "__module__", None))
+    src = None if trusted or v.source is None else AttrSource(v.source, name)
+    if isinstance(raw, staticmethod):
+        return tx.wrap(raw.__func__, src)
+    if isinstance(raw, classmethod):
+        return BoundMethodValue(tx.wrap(raw.__func__, AttrSource(src, "__func__") if src else None), v)
+    if isinstance(raw, property):
+        raise Unsupported(f"reading property {name!r} on class {cls.__qualname__}")
+    return tx.wrap(getattr(cls, name), src)
+
+
+def _constant_attr(tx: "Tracer", v: ConstantValue, name: str) -> Value:
+    try:
+        r = getattr(v.value, name)
+    except AttributeError:
+        raise _attr_error(v, name) from None
+    if callable(r) and not isinstance(r, type):
+        return ObjectMethodValue(v, name)
+    if is_constant(r):
+        return ConstantValue(r)
+    raise Unsupported(f"attribute {name!r} of {v.describe()} is a {type(r).__name__}")
+
+
+def _tuple_attr(tx: "Tracer", v: TupleValue, name: str) -> Value:
+    fields = getattr(v.cls, "_fields", None) or getattr(v.cls, "__match_args__", None)
+    if fields and name in fields:
+        return tx.resolve(v.items[fields.index(name)])
+    if name in ("count", "index", "_asdict", "_replace"):
+        return ObjectMethodValue(v, name)
+    raise _attr_error(v, name)
+
+
+def _container_attr(tx: "Tracer", v: Value, name: str) -> Value:
+    if hasattr(v.python_type(), name) and callable(getattr(v.python_type(), name)):
+        return ObjectMethodValue(v, name)
+    raise _attr_error(v, name)
+
+
+def _function_attr(tx: "Tracer", v: Value, name: str) -> Value:
+    obj = v.fn if isinstance(v, (FunctionValue, TorchOpValue, BuiltinValue)) else None
+    if isinstance(v, NestedFunctionValue):
+        meta = {"__name__": v.code.co_name, "__qualname__": v.code.co_qualname}
+        if name in meta:
+            return ConstantValue(meta[name])
+    elif obj is not None and name in ("__name__", "__qualname__", "__module__", "__doc__"):
+        return ConstantValue(getattr(obj, name, None))
+    elif isinstance(v, TorchOpValue) and hasattr(v.fn, name):
+        return tx.wrap(getattr(v.fn, name), None)
+    raise Unsupported(f"reading attribute {name!r} of {v.describe()}")
+
+
+def _bound_method_attr(tx: "Tracer", v: BoundMethodValue, name: str) -> Value:
+    if name == "__self__":
+        return v.self_value
+    if name == "__func__":
+        return v.func
+    return _function_attr(tx, v.func, name)
+
+
+def _super_attr(tx: "Tracer", v: SuperValue, name: str) -> Value:
+    return super_attr(tx, v, name)
+
+
+def super_attr(tx: "Tracer", sv: SuperValue, name: str) -> Value:
+    obj = real_object(sv.obj)
+    if obj is None:
+        raise Unsupported(f"super() on {sv.obj.describe()}")
+    mro = type(obj).__mro__
+    if sv.cls not in mro:
+        raise Unsupported("super(): object is not an instance of the class")
+    idx, raw = mro_lookup(type(obj), name, mro.index(sv.cls) + 1)
+    if raw is _MISSING:
+        raise Unsupported(f"super() has no attribute {name!r}")
+    msrc = class_member_source(sv.obj.source, idx, name)
+    bound = bind_class_member(tx, sv.obj, type(obj), idx, raw, name, msrc)
+    if bound is None:
+        return tx.wrap(raw, msrc, True)
+    return bound
+
+
+_READERS: dict[type, Callable[["Tracer", Any, str], Value]] = {
+    TensorValue: _tensor_attr,
+    ModuleValue: _module_attr,
+    UserObjectValue: _user_object_attr,
+    PythonModuleValue: _python_module_attr,
+    ClassValue: _class_attr,
+    ConstantValue: _constant_attr,
+    TupleValue: _tuple_attr,
+    ListValue: _container_attr,
+    DictValue: _container_attr,
+    FunctionValue: _function_attr,
+    NestedFunctionValue: _function_attr,
+    TorchOpValue: _function_attr,
+    BuiltinValue: _function_attr,
+    BoundMethodValue: _bound_method_attr,
+    SuperValue: _super_attr,
+}
+
+
+def load_attr(tx: "Tracer", v: Value, name: str) -> Value:
+    reader = _READERS.get(type(v))
+    if reader is None:
+        raise Unsupported(f"reading attribute {name!r} of {v.describe()}")
+    return reader(tx, v, name)

@@ -1,0 +1,493 @@
+"""Python builtins and stdlib callables over symbolic values: one handler per callable.
+
+``BUILTINS[fn](tx, args, kwargs) -> Value``.  Callables without a row fold at trace time
+when they are pure and all their arguments are constants (``call_constant_function``);
+anything else is Unsupported with the callable's name.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import operator
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from .attrs import AttrMissing, load_attr
+from .exc import Unsupported
+from .iteration import get_iter, items_of, length_of
+from .pyops import as_constant, binary_op, fold, getitem, truth, unary_op
+from .values import (
+    BoundMethodValue,
+    BuiltinValue,
+    ClassValue,
+    ConstantValue,
+    DictValue,
+    DictViewValue,
+    FunctionValue,
+    IteratorValue,
+    ListValue,
+    ModuleValue,
+    NestedFunctionValue,
+    ObjectMethodValue,
+    PartialValue,
+    TensorMethodValue,
+    TensorValue,
+    TorchOpValue,
+    TupleValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+Handler = Callable[["Tracer", list, dict], Value]
+BUILTINS: dict[Any, Handler] = {}
+
+
+def builtin(*fns: Any) -> Callable[[Handler], Handler]:
+    def deco(h: Handler) -> Handler:
+        for fn in fns:
+            BUILTINS[fn] = h
+        return h
+    return deco
+
+
+def _consts(args: list[Value], what: str) -> list[Any]:
+    out = []
+    for a in args:
+        ok, c = as_constant(a)
+        if not ok:
+            raise Unsupported(f"{what} on {a.describe()}")
+        out.append(c)
+    return out
+
+
+def _call(tx, fn, args, kwargs=None) -> Value:
+    from .calls import call_value
+    return call_value(tx, fn, args, kwargs or {})
+
+
+# -- sizes, types ---------------------------------------------------------------------------------------
+@builtin(len)
+def _len(tx, args, kwargs):
+    return ConstantValue(length_of(tx, args[0]))
+
+
+def _class_of(v: Value) -> type:
+    try:
+        return v.python_type()
+    except NotImplementedError:
+        raise Unsupported(f"type of {v.describe()}") from None
+
+
+def _classes(v: Value) -> tuple[type, ...]:
+    if isinstance(v, ClassValue):
+        return (v.cls,)
+    if isinstance(v, TupleValue):
+        return tuple(c for item in v.items for c in _classes(item))
+    if isinstance(v, ConstantValue) and v.value is None:
+        return (type(None),)
+    raise Unsupported(f"isinstance() with {v.describe()} as the class")
+
+
+@builtin(isinstance)
+def _isinstance(tx, args, kwargs):
+    obj, classes = args
+    return ConstantValue(issubclass(_class_of(obj), _classes(classes)))
+
+
+@builtin(issubclass)
+def _issubclass(tx, args, kwargs):
+    a, classes = args
+    if not isinstance(a, ClassValue):
+        raise Unsupported("issubclass() of a non-class")
+    return ConstantValue(issubclass(a.cls, _classes(classes)))
+
+
+@builtin(type)
+def _type(tx, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("type() with 3 arguments (class creation)")
+    return ClassValue(_class_of(args[0]))
+
+
+@builtin(callable)
+def _callable(tx, args, kwargs):
+    v = args[0]
+    if isinstance(v, (ConstantValue, TensorValue, TupleValue, ListValue, DictValue)):
+        return ConstantValue(False)
+    if isinstance(v, (FunctionValue, NestedFunctionValue, BoundMethodValue, TorchOpValue, BuiltinValue,
+                      ClassValue, PartialValue, ModuleValue, TensorMethodValue, ObjectMethodValue)):
+        return ConstantValue(True)
+    raise Unsupported(f"callable() of {v.describe()}")
+
+
+# -- numbers --------------------------------------------------------------------------------------------
+def _fold_or_unsupported(fn, what):
+    def h(tx, args, kwargs):
+        if any(isinstance(a, TensorValue) for a in args):
+            raise Unsupported(f"{what}() of a tensor needs its value at trace time",
+                              "Keep the value as a tensor, or move this out of the compiled region.")
+        return fold(fn, *_consts(args, what), **{k: c for k, c in zip(kwargs, _consts(list(kwargs.values()), what))})
+    return h
+
+
+for _fn in (int, float, complex, str, hash, repr, format, chr, ord, bin, hex, oct):
+    BUILTINS[_fn] = _fold_or_unsupported(_fn, _fn.__name__)
+
+
+@builtin(bool)
+def _bool(tx, args, kwargs):
+    return ConstantValue(truth(tx, args[0]) if args else False)
+
+
+@builtin(abs, operator.abs)
+def _abs(tx, args, kwargs):
+    return unary_op(tx, operator.abs, args[0])
+
+
+@builtin(operator.neg)
+def _neg(tx, args, kwargs):
+    return unary_op(tx, operator.neg, args[0])
+
+
+@builtin(round)
+def _round(tx, args, kwargs):
+    if isinstance(args[0], TensorValue):
+        return tx.gb.call("call_function", round, args, kwargs)
+    return fold(round, *_consts(args, "round"))
+
+
+@builtin(pow, divmod)
+def _pow_divmod(tx, args, kwargs):
+    raise Unsupported("pow()/divmod() builtins with these arguments")
+
+
+BUILTINS[pow] = lambda tx, args, kwargs: (binary_op(tx, operator.pow, args[0], args[1]) if len(args) == 2
+                                         else fold(pow, *_consts(args, "pow")))
+BUILTINS[divmod] = lambda tx, args, kwargs: fold(divmod, *_consts(args, "divmod"))
+
+
+def _minmax(fn):
+    def h(tx, args, kwargs):
+        if kwargs:
+            raise Unsupported(f"{fn.__name__}() with keyword arguments")
+        items = items_of(tx, args[0]) if len(args) == 1 else args
+        if any(isinstance(i, TensorValue) for i in items):
+            raise Unsupported(f"{fn.__name__}() over tensors compares their values",
+                              f"Use torch.{'maximum' if fn is max else 'minimum'} instead.")
+        return fold(fn, _consts(items, fn.__name__))
+    return h
+
+
+BUILTINS[min] = _minmax(min)
+BUILTINS[max] = _minmax(max)
+
+
+@builtin(sum)
+def _sum(tx, args, kwargs):
+    items = items_of(tx, args[0])
+    acc = args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))
+    for item in items:
+        acc = binary_op(tx, operator.add, acc, item)
+    return acc
+
+
+for _name, _op in (("add", operator.add), ("sub", operator.sub), ("mul", operator.mul),
+                   ("truediv", operator.truediv), ("floordiv", operator.floordiv), ("mod", operator.mod),
+                   ("matmul", operator.matmul), ("pow", operator.pow), ("and_", operator.and_),
+                   ("or_", operator.or_), ("xor", operator.xor), ("eq", operator.eq), ("ne", operator.ne),
+                   ("lt", operator.lt), ("le", operator.le), ("gt", operator.gt), ("ge", operator.ge),
+                   ("iadd", operator.iadd), ("imul", operator.imul)):
+    BUILTINS[_op] = (lambda op: lambda tx, args, kwargs: binary_op(tx, op, args[0], args[1]))(_op)
+
+BUILTINS[operator.getitem] = lambda tx, args, kwargs: getitem(tx, args[0], args[1])
+BUILTINS[operator.not_] = lambda tx, args, kwargs: ConstantValue(not truth(tx, args[0]))
+BUILTINS[operator.truth] = lambda tx, args, kwargs: ConstantValue(truth(tx, args[0]))
+
+
+# -- containers and iteration ------------------------------------------------------------------------------
+@builtin(tuple)
+def _tuple(tx, args, kwargs):
+    return TupleValue(items_of(tx, args[0]) if args else [])
+
+
+@builtin(list)
+def _list(tx, args, kwargs):
+    return ListValue(items_of(tx, args[0]) if args else [])
+
+
+@builtin(dict)
+def _dict(tx, args, kwargs):
+    items: dict[Any, Value] = {}
+    if args:
+        src = args[0]
+        if isinstance(src, DictValue):
+            items.update({k: tx.resolve(v) for k, v in src.items.items()})
+        else:
+            for pair in items_of(tx, src):
+                k, v = items_of(tx, pair)
+                ok, kc = as_constant(k)
+                if not ok:
+                    raise Unsupported("dict() with non-constant keys")
+                items[kc] = v
+    items.update(kwargs)
+    return DictValue(items)
+
+
+@builtin(range)
+def _range(tx, args, kwargs):
+    return ConstantValue(range(*_consts(args, "range")))
+
+
+@builtin(slice)
+def _slice(tx, args, kwargs):
+    return ConstantValue(slice(*_consts(args, "slice")))
+
+
+@builtin(enumerate)
+def _enumerate(tx, args, kwargs):
+    start = _consts([args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))], "enumerate")[0]
+    return IteratorValue([TupleValue([ConstantValue(i), v]) for i, v in enumerate(items_of(tx, args[0]), start)])
+
+
+@builtin(zip)
+def _zip(tx, args, kwargs):
+    seqs = [items_of(tx, a) for a in args]
+    strict = kwargs.get("strict")
+    if strict is not None and as_constant(strict)[1] and len({len(s) for s in seqs}) > 1:
+        raise Unsupported("zip(strict=True) over sequences of different lengths")
+    return IteratorValue([TupleValue(list(t)) for t in zip(*seqs)])
+
+
+@builtin(reversed)
+def _reversed(tx, args, kwargs):
+    return IteratorValue(list(reversed(items_of(tx, args[0]))))
+
+
+@builtin(sorted)
+def _sorted(tx, args, kwargs):
+    if "key" in kwargs and not (isinstance(kwargs["key"], ConstantValue) and kwargs["key"].value is None):
+        raise Unsupported("sorted() with a key function")
+    rev = _consts([kwargs.get("reverse", ConstantValue(False))], "sorted")[0]
+    vals = sorted(_consts(items_of(tx, args[0]), "sorted"), reverse=rev)
+    return ListValue([ConstantValue(v) for v in vals])
+
+
+@builtin(any, all)
+def _any_all(tx, args, kwargs):
+    raise AssertionError("replaced below")
+
+
+BUILTINS[any] = lambda tx, args, kwargs: ConstantValue(any(truth(tx, i) for i in items_of(tx, args[0])))
+BUILTINS[all] = lambda tx, args, kwargs: ConstantValue(all(truth(tx, i) for i in items_of(tx, args[0])))
+
+
+@builtin(iter)
+def _iter(tx, args, kwargs):
+    return get_iter(tx, args[0])
+
+
+@builtin(next)
+def _next(tx, args, kwargs):
+    it = args[0]
+    if not isinstance(it, IteratorValue):
+        raise Unsupported(f"next() on {it.describe()}")
+    if it.pos >= len(it.items):
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("next() on an exhausted iterator raises StopIteration")
+    it.pos += 1
+    return tx.resolve(it.items[it.pos - 1])
+
+
+@builtin(map)
+def _map(tx, args, kwargs):
+    fn, seqs = args[0], [items_of(tx, a) for a in args[1:]]
+    return IteratorValue([_call(tx, fn, list(t)) for t in zip(*seqs)])
+
+
+@builtin(filter)
+def _filter(tx, args, kwargs):
+    fn, items = args[0], items_of(tx, args[1])
+    keep = (lambda v: truth(tx, v)) if isinstance(fn, ConstantValue) and fn.value is None \
+        else (lambda v: truth(tx, _call(tx, fn, [v])))
+    return IteratorValue([v for v in items if keep(v)])
+
+
+# -- attributes -----------------------------------------------------------------------------------------------
+@builtin(getattr)
+def _getattr(tx, args, kwargs):
+    name = _consts([args[1]], "getattr")[0]
+    try:
+        return load_attr(tx, args[0], name)
+    except AttrMissing:
+        if len(args) > 2:
+            return args[2]
+        raise
+
+
+@builtin(hasattr)
+def _hasattr(tx, args, kwargs):
+    name = _consts([args[1]], "hasattr")[0]
+    try:
+        load_attr(tx, args[0], name)
+        return ConstantValue(True)
+    except AttrMissing:
+        return ConstantValue(False)
+
+
+# -- functools ---------------------------------------------------------------------------------------------------
+@builtin(functools.partial)
+def _partial(tx, args, kwargs):
+    return PartialValue(args[0], list(args[1:]), dict(kwargs))
+
+
+@builtin(functools.reduce)
+def _reduce(tx, args, kwargs):
+    fn, items = args[0], items_of(tx, args[1])
+    if len(args) > 2:
+        acc = args[2]
+    elif items:
+        acc, items = items[0], items[1:]
+    else:
+        raise Unsupported("reduce() of an empty sequence with no initial value")
+    for item in items:
+        acc = _call(tx, fn, [acc, item])
+    return acc
+
+
+# -- things that never trace ---------------------------------------------------------------------------------
+def _never(reason: str, hint: str) -> Handler:
+    def h(tx, args, kwargs):
+        raise Unsupported(reason, hint)
+    return h
+
+
+BUILTINS[print] = _never("call to builtin print",
+                         "Printing happens at trace time only; remove the print or move it outside the compiled region.")
+BUILTINS[id] = _never("call to builtin id", "Object ids depend on the run; avoid id() in compiled code.")
+for _fn in (setattr, delattr, input, open, eval, exec, vars, locals, globals, breakpoint):
+    BUILTINS[_fn] = _never(f"call to builtin {_fn.__name__}", "Move it outside the compiled region.")
+
+
+# -- namedtuples, pure constant functions, methods of containers -----------------------------------------------
+def make_namedtuple(tx, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    fields = cls._fields
+    defaults = getattr(cls, "_field_defaults", {})
+    vals = dict(zip(fields, args))
+    vals.update(kwargs)
+    for f in fields:
+        if f not in vals:
+            if f not in defaults:
+                raise Unsupported(f"{cls.__name__}() missing argument {f!r}")
+            vals[f] = tx.wrap(defaults[f], None)
+    return TupleValue([vals[f] for f in fields], cls=cls)
+
+
+_PURE_CLASSES = (torch.Size, torch.device, torch.finfo, torch.iinfo, frozenset)
+_PURE_MODULES = ("math", "operator", "_operator")
+
+
+def call_constant_function(tx, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    pure = fn in _PURE_CLASSES or getattr(fn, "__module__", None) in _PURE_MODULES
+    name = getattr(fn, "__name__", repr(fn))
+    if pure:
+        cargs = _consts(args, name)
+        ckw = dict(zip(kwargs, _consts(list(kwargs.values()), name)))
+        return fold(functools.partial(fn, **ckw), *cargs, what=name)
+    raise Unsupported(f"call to {'builtin ' if isinstance(fn, type(len)) else ''}{name}",
+                      "This callable is not supported inside a compiled region yet.")
+
+
+def _list_method(tx, lst: ListValue, name: str, args, kwargs) -> Value:
+    from .pyops import _check_mutable
+    if name in ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "__setitem__"):
+        _check_mutable(lst, f"list.{name}")
+    if name == "append":
+        lst.items.append(args[0])
+    elif name == "extend":
+        lst.items.extend(items_of(tx, args[0]))
+    elif name == "insert":
+        lst.items.insert(_consts([args[0]], "insert")[0], args[1])
+    elif name == "pop":
+        return tx.resolve(lst.items.pop(*_consts(args, "pop")))
+    elif name == "clear":
+        lst.items.clear()
+    elif name == "reverse":
+        lst.items.reverse()
+    elif name == "copy":
+        return ListValue(list(lst.items))
+    elif name in ("index", "count"):
+        return fold(getattr(_consts(lst.items, name), name), *_consts(args, name))
+    else:
+        raise Unsupported(f"list.{name}")
+    return ConstantValue(None)
+
+
+def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
+    from .pyops import _check_mutable
+    if name in ("keys", "values", "items"):
+        return DictViewValue(d, name)
+    if name == "get":
+        k = _consts([args[0]], "dict.get")[0]
+        if k in d.items:
+            d.items[k] = tx.resolve(d.items[k])
+            return d.items[k]
+        return args[1] if len(args) > 1 else ConstantValue(None)
+    if name == "copy":
+        return DictValue(dict(d.items))
+    if name in ("update", "pop", "setdefault", "clear", "popitem", "__setitem__"):
+        _check_mutable(d, f"dict.{name}")
+    if name == "update":
+        other = _dict(tx, args, kwargs)
+        d.items.update(other.items)
+        return ConstantValue(None)
+    if name == "pop":
+        k = _consts([args[0]], "dict.pop")[0]
+        if k in d.items:
+            return tx.resolve(d.items.pop(k))
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported(f"KeyError: {k!r}")
+    if name == "setdefault":
+        k = _consts([args[0]], "dict.setdefault")[0]
+        if k not in d.items:
+            d.items[k] = args[1] if len(args) > 1 else ConstantValue(None)
+        return tx.resolve(d.items[k])
+    if name == "clear":
+        d.items.clear()
+        return ConstantValue(None)
+    raise Unsupported(f"dict.{name}")
+
+
+def _tuple_method(tx, t: TupleValue, name: str, args, kwargs) -> Value:
+    if name in ("index", "count"):
+        return fold(getattr(tuple(_consts(t.items, name)), name), *_consts(args, name))
+    if name == "_asdict":
+        return DictValue(dict(zip(t.cls._fields, t.items)))
+    if name == "_replace":
+        vals = dict(zip(t.cls._fields, t.items))
+        vals.update(kwargs)
+        return TupleValue([vals[f] for f in t.cls._fields], cls=t.cls)
+    raise Unsupported(f"tuple.{name}")
+
+
+def call_object_method(tx, m: ObjectMethodValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    obj = m.obj
+    if isinstance(obj, ListValue):
+        return _list_method(tx, obj, m.name, args, kwargs)
+    if isinstance(obj, DictValue):
+        return _dict_method(tx, obj, m.name, args, kwargs)
+    if isinstance(obj, TupleValue):
+        return _tuple_method(tx, obj, m.name, args, kwargs)
+    if isinstance(obj, ConstantValue):             # immutable: the real method is safe to run
+        cargs = _consts(args, m.name)
+        ckw = dict(zip(kwargs, _consts(list(kwargs.values()), m.name)))
+        return fold(functools.partial(getattr(obj.value, m.name), **ckw), *cargs, what=m.name)
+    raise Unsupported(f"method {m.name} of {obj.describe()}")
+
+
+BUILTINS[math.floor] = lambda tx, args, kwargs: fold(math.floor, *_consts(args, "math.floor"))
+BUILTINS[math.ceil] = lambda tx, args, kwargs: fold(math.ceil, *_consts(args, "math.ceil"))

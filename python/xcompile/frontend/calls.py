@@ -1,0 +1,175 @@
+"""Calling a symbolic value: one function per callable value class.
+
+    torch op / Tensor method   -> one graph node (folded to a constant if it returns metadata)
+    Python function / method   -> inlined into the same graph
+    nn.Module                  -> its forward inlined (modules.py)
+    builtin / class            -> the handler in builtins_rules.BUILTINS, or Unsupported
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from . import rules
+from .exc import Unsupported
+from .values import (
+    BoundMethodValue,
+    BuiltinValue,
+    ClassValue,
+    ConstantValue,
+    ContextExitValue,
+    FunctionValue,
+    GradModeValue,
+    ModuleValue,
+    NestedFunctionValue,
+    NoOpContextValue,
+    ObjectMethodValue,
+    PartialValue,
+    TensorMethodValue,
+    TensorValue,
+    TorchOpValue,
+    UserObjectValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+
+def _torch_op(tx: "Tracer", v: TorchOpValue, args, kwargs) -> Value:
+    fn = v.fn
+    if fn in rules.FOLD_AT_TRACE:
+        return ConstantValue(rules.FOLD_AT_TRACE[fn])
+    if fn in rules.FORBIDDEN:
+        raise Unsupported(rules.FORBIDDEN[fn], "Call it outside the compiled region.")
+    if fn is torch.set_grad_enabled:
+        return _set_grad_enabled(tx, args)
+    return tx.gb.call("call_function", fn, args, kwargs)
+
+
+def _set_grad_enabled(tx: "Tracer", args) -> Value:
+    if len(args) != 1 or not isinstance(args[0], ConstantValue):
+        raise Unsupported("torch.set_grad_enabled with a non-constant argument")
+    prev = tx.gb.grad_enabled
+    switch_grad_mode(tx, bool(args[0].value))
+    return GradModeValue(bool(args[0].value), prev=prev)
+
+
+def switch_grad_mode(tx: "Tracer", enabled: bool) -> None:
+    if tx.gb.grad_enabled != enabled:
+        tx.gb.side_effect(torch._C._set_grad_enabled, (enabled,))
+        tx.gb.grad_enabled = enabled
+
+
+def _tensor_method(tx: "Tracer", v: TensorMethodValue, args, kwargs) -> Value:
+    return tx.gb.call("call_method", v.name, [v.tensor, *args], kwargs)
+
+
+def _function(tx: "Tracer", v: Value, args, kwargs) -> Value:
+    return tx.inline_call(None, v, list(args), dict(kwargs))
+
+
+def _bound_method(tx: "Tracer", v: BoundMethodValue, args, kwargs) -> Value:
+    return call_value(tx, v.func, [v.self_value, *args], kwargs)
+
+
+def _partial(tx: "Tracer", v: PartialValue, args, kwargs) -> Value:
+    return call_value(tx, v.func, [*v.args, *args], {**v.kwargs, **kwargs})
+
+
+def _module(tx: "Tracer", v: ModuleValue, args, kwargs) -> Value:
+    from .modules import call_module
+    return call_module(tx, v, list(args), dict(kwargs))
+
+
+def _builtin(tx: "Tracer", v: Value, args, kwargs) -> Value:
+    from .builtins_rules import BUILTINS, call_constant_function
+    fn = v.fn if isinstance(v, BuiltinValue) else v.cls
+    h = BUILTINS.get(fn)
+    if h is not None:
+        return h(tx, list(args), dict(kwargs))
+    return call_constant_function(tx, fn, args, kwargs)
+
+
+def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
+    cls = v.cls
+    if cls in rules.GRAD_MODE_CLASSES:
+        if args or kwargs:
+            raise Unsupported(f"{cls.__name__} with arguments")
+        return GradModeValue(rules.GRAD_MODE_CLASSES[cls])
+    if cls is torch.inference_mode:
+        if tx.inference_mode and not (args and isinstance(args[0], ConstantValue) and args[0].value is False):
+            return NoOpContextValue("torch.inference_mode() (already on)")
+        raise Unsupported("torch.inference_mode() inside a compiled region",
+                          "Call the compiled function under torch.inference_mode() instead, or use "
+                          "torch.no_grad() inside it.",
+                          "Tensors made inside inference_mode are inference tensors; the graph cannot "
+                          "switch the mode reliably.")
+    if cls is torch.set_grad_enabled:
+        return _set_grad_enabled(tx, args)
+    if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        from .builtins_rules import make_namedtuple
+        return make_namedtuple(tx, cls, list(args), dict(kwargs))
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        from .pyops import as_constant
+        consts = [as_constant(a) for a in args]
+        if all(ok for ok, _ in consts) and not kwargs:
+            return UserObjectValue(cls(*[c for _, c in consts]))
+        return UserObjectValue(cls())
+    return _builtin(tx, v, args, kwargs)
+
+
+def _object_method(tx: "Tracer", v: ObjectMethodValue, args, kwargs) -> Value:
+    from .builtins_rules import call_object_method
+    return call_object_method(tx, v, list(args), dict(kwargs))
+
+
+def _context_exit(tx: "Tracer", v: ContextExitValue, args, kwargs) -> Value:
+    ctx = v.ctx
+    if isinstance(ctx, GradModeValue):
+        switch_grad_mode(tx, ctx.exit_to)
+    return ConstantValue(None)
+
+
+def _user_object(tx: "Tracer", v: UserObjectValue, args, kwargs) -> Value:
+    from .attrs import bind_class_member, class_member_source, mro_lookup
+    cls = type(v.obj)
+    idx, raw = mro_lookup(cls, "__call__")
+    if idx < 0 or raw is object.__call__:
+        raise Unsupported(f"{v.describe()} is not callable")
+    method = bind_class_member(tx, v, cls, idx, raw, "__call__", class_member_source(v.source, idx, "__call__"))
+    return call_value(tx, method, args, kwargs)
+
+
+def _grad_mode_value(tx: "Tracer", v: GradModeValue, args, kwargs) -> Value:
+    raise Unsupported("using torch.no_grad()/enable_grad() as a function decorator inside a compiled region")
+
+
+_CALLERS: dict[type, Callable[..., Value]] = {
+    TorchOpValue: _torch_op,
+    TensorMethodValue: _tensor_method,
+    FunctionValue: _function,
+    NestedFunctionValue: _function,
+    BoundMethodValue: _bound_method,
+    PartialValue: _partial,
+    ModuleValue: _module,
+    BuiltinValue: _builtin,
+    ClassValue: _class,
+    ObjectMethodValue: _object_method,
+    ContextExitValue: _context_exit,
+    UserObjectValue: _user_object,
+    GradModeValue: _grad_mode_value,
+}
+
+
+def call_value(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, Any]) -> Value:
+    fn = tx.resolve(fn)
+    args = [tx.resolve(a) for a in args]
+    kwargs = {k: tx.resolve(a) for k, a in kwargs.items()}
+    caller = _CALLERS.get(type(fn))
+    if caller is None:
+        if isinstance(fn, TensorValue):
+            raise Unsupported("calling a tensor")
+        raise Unsupported(f"calling {fn.describe()}")
+    return caller(tx, fn, args, kwargs)

@@ -1,0 +1,29 @@
+"""trace_frame: one frame's bytecode -> one FX graph + guards (or Unsupported).
+
+    tracer = Tracer(frame)                  shared state: graph builder, guard builder, wrapped objects
+    result = tracer.top_frame().run()       the symbolic interpreter (inlines every Python call)
+    spec   = OutputBuilder.spec(result)     which graph outputs / constants / inputs make the return value
+    gm     = graph_builder.finish(outputs)  GraphModule holding the module state it reads (get_attr)
+"""
+from __future__ import annotations
+
+from . import ops_binary, ops_build, ops_calls, ops_control, ops_load_store  # noqa: F401  (fill HANDLERS)
+from .capture import CapturedGraph, FrameState
+from .output import OutputBuilder
+from .tracer import Tracer
+
+
+def trace_frame(frame: FrameState, *, fullgraph: bool = False) -> CapturedGraph:
+    tracer = Tracer(frame, fullgraph=fullgraph)
+    result = tracer.top_frame().run()
+    out = OutputBuilder(tracer)
+    spec = out.spec(result)
+    gm = tracer.gb.finish(out.outputs)
+    return CapturedGraph(
+        gm=gm,
+        example_inputs=list(tracer.gb.example_inputs),
+        input_sources=list(tracer.gb.input_sources),
+        output=spec,
+        guards=tracer.guards.build(),
+        passthrough_sources=out.passthrough,
+    )

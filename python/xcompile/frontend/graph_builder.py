@@ -1,0 +1,242 @@
+"""The FX graph under construction, with fake-tensor metadata for every node.
+
+One ``GraphBuilder`` per trace.  It owns the ``torch.fx.Graph``, the ``FakeTensorMode``
+(static shapes), the graph inputs (placeholders, in first-use order, one per distinct
+tensor object) and the module state the graph reads (``get_attr`` nodes whose targets
+hold the very same Parameter / buffer objects), and the grad mode the traced code is in.
+
+Every op goes through ``call``: symbolic arguments are unpacked into FX arguments and
+fake arguments, the op runs on the fakes (under the traced grad mode) to get the
+result's metadata, then the node is added and the result wrapped as values.
+"""
+from __future__ import annotations
+
+import operator
+import re
+from typing import Any, Callable
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import (
+    DataDependentOutputException,
+    DynamicOutputShapeException,
+    FakeTensorMode,
+    UnsupportedOperatorException,
+)
+
+from .exc import Unsupported
+from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from .values import (
+    ConstantValue,
+    DictValue,
+    ListValue,
+    TensorValue,
+    TupleValue,
+    Value,
+    is_constant,
+)
+
+_DATA_DEPENDENT_HINT = ("This needs the value of a tensor at trace time; move it out of the compiled region, "
+                        "or compute it with tensor ops (torch.where, masking) instead.")
+
+
+def source_to_name(src: Source) -> str:
+    """A readable identifier for a source: L['self'].layers[0].weight -> self_layers_0_weight."""
+    if isinstance(src, LocalSource):
+        return src.local_name
+    if isinstance(src, GlobalSource):
+        return "G_" + src.global_name
+    if isinstance(src, ClosureSource):
+        return "C_" + src.var_name
+    if isinstance(src, AttrSource):
+        return f"{source_to_name(src.base)}_{src.attr}"
+    if isinstance(src, ItemSource):
+        return f"{source_to_name(src.base)}_{src.key}"
+    return "input"
+
+
+def _identifier(name: str) -> str:
+    name = re.sub(r"[^0-9a-zA-Z_]+", "_", name).strip("_") or "v"
+    return "_" + name if name[0].isdigit() else name
+
+
+def _is_structseq(cls: type) -> bool:
+    return issubclass(cls, tuple) and hasattr(cls, "n_sequence_fields")
+
+
+def _is_namedtuple(cls: type) -> bool:
+    return issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+class GraphBuilder:
+    def __init__(self, grad_enabled: bool):
+        self.graph = torch.fx.Graph()
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+        self.grad_enabled = grad_enabled
+        self.input_sources: list[Source] = []
+        self.example_inputs: list[torch.Tensor] = []
+        self.root: dict[str, Any] = {}                 # get_attr target -> the real tensor
+        self.by_id: dict[int, TensorValue] = {}        # id(real tensor) -> its value (one input per object)
+        self._keepalive: list[Any] = []
+        self._last_placeholder: torch.fx.Node | None = None
+        # set by the tracer: turns LazyValue items inside containers into values
+        self.resolve: Callable[[Value], Value] = lambda v: v
+
+    # -- inputs ---------------------------------------------------------------------------------
+    def _fake(self, t: torch.Tensor) -> torch.Tensor:
+        try:
+            return self.fake_mode.from_tensor(t, static_shapes=True)
+        except Exception as e:  # sparse, quantized, odd subclasses...
+            raise Unsupported(f"cannot trace a tensor of type {type(t).__name__} ({e})",
+                              "Pass plain dense tensors to the compiled function.") from e
+
+    def placeholder(self, t: torch.Tensor, source: Source) -> TensorValue:
+        known = self.by_id.get(id(t))
+        if known is not None:
+            return known
+        fake = self._fake(t)
+        name = _identifier("l_" + source_to_name(source))
+        if self._last_placeholder is None:
+            ctx = self.graph.inserting_before(None)
+        else:
+            ctx = self.graph.inserting_after(self._last_placeholder)
+        with ctx:
+            node = self.graph.placeholder(name)
+        node.meta["example_value"] = fake
+        node.meta["source"] = source
+        self._last_placeholder = node
+        self.input_sources.append(source)
+        self.example_inputs.append(t)
+        cls = torch.nn.Parameter if isinstance(t, torch.nn.Parameter) else torch.Tensor
+        v = TensorValue(node, fake, cls, source=source)
+        self._remember(t, v)
+        return v
+
+    def get_attr(self, t: torch.Tensor, source: Source) -> TensorValue:
+        known = self.by_id.get(id(t))
+        if known is not None:
+            return known
+        base = _identifier(source_to_name(source))
+        target, n = base, 1
+        while target in self.root:
+            target, n = f"{base}_{n}", n + 1
+        self.root[target] = t
+        node = self.graph.get_attr(target)
+        fake = self._fake(t)
+        node.meta["example_value"] = fake
+        node.meta["source"] = source
+        cls = torch.nn.Parameter if isinstance(t, torch.nn.Parameter) else torch.Tensor
+        v = TensorValue(node, fake, cls, source=source, covered=True)
+        self._remember(t, v)
+        return v
+
+    def _remember(self, t, v: TensorValue) -> None:
+        self.by_id[id(t)] = v
+        self._keepalive.append(t)
+
+    # -- ops ------------------------------------------------------------------------------------
+    def unpack(self, v: Value) -> tuple[Any, Any]:
+        """(FX argument, fake argument) for a value passed to a torch op."""
+        v = self.resolve(v)
+        if isinstance(v, TensorValue):
+            return v.node, v.fake
+        if isinstance(v, ConstantValue):
+            return v.value, v.value
+        if isinstance(v, (TupleValue, ListValue)):
+            pairs = [self.unpack(i) for i in v.items]
+            kind = list if isinstance(v, ListValue) else tuple
+            return kind(p for p, _ in pairs), kind(f for _, f in pairs)
+        if isinstance(v, DictValue):
+            pairs = {k: self.unpack(i) for k, i in v.items.items()}
+            return {k: p for k, (p, _) in pairs.items()}, {k: f for k, (_, f) in pairs.items()}
+        raise Unsupported(f"passing {v.describe()} to a torch operator",
+                          "Only tensors, Python constants and containers of these can be graph arguments.")
+
+    def run_fake(self, fn: Callable, fargs, fkwargs, what: str):
+        try:
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+                return fn(*fargs, **fkwargs)
+        except (DataDependentOutputException, DynamicOutputShapeException) as e:
+            raise Unsupported(f"data-dependent operator: {what}", _DATA_DEPENDENT_HINT, str(e)) from e
+        except UnsupportedOperatorException as e:
+            raise Unsupported(f"operator {what} has no fake-tensor implementation", None, str(e)) from e
+        except Unsupported:
+            raise
+        except Exception as e:
+            raise Unsupported(f"{what} raised {type(e).__name__} while tracing: {e}",
+                              "The same call fails in eager mode with these inputs.") from e
+
+    def call(self, kind: str, target: Any, args: tuple | list, kwargs: dict | None = None,
+             *, fake_fn: Callable | None = None, what: str | None = None) -> Value:
+        """Add one op.  ``kind`` is "call_function" or "call_method" (target: the method name)."""
+        kwargs = kwargs or {}
+        unpacked = [self.unpack(a) for a in args]
+        kunpacked = {k: self.unpack(a) for k, a in kwargs.items()}
+        pargs = tuple(p for p, _ in unpacked)
+        fargs = tuple(f for _, f in unpacked)
+        pkwargs = {k: p for k, (p, _) in kunpacked.items()}
+        fkwargs = {k: f for k, (_, f) in kunpacked.items()}
+        if fake_fn is None:
+            if kind == "call_method":
+                def fake_fn(self_, *a, **k):
+                    return getattr(self_, target)(*a, **k)
+            else:
+                fake_fn = target
+        what = what or _describe_target(target)
+        result = self.run_fake(fake_fn, fargs, fkwargs, what)
+        if not _has_tensor(result) and result is not None:
+            if is_constant(result) or (isinstance(result, (tuple, list)) and is_constant(tuple(result))):
+                return ConstantValue(result)
+            raise Unsupported(f"{what} returned {type(result).__name__}, which cannot be traced")
+        node = self.graph.create_node(kind, target, pargs, pkwargs)
+        return self.wrap_result(node, result)
+
+    def wrap_result(self, node: torch.fx.Node, fake: Any) -> Value:
+        node.meta["example_value"] = fake
+        if isinstance(fake, torch.Tensor):
+            return TensorValue(node, fake)
+        if fake is None:
+            return ConstantValue(None)
+        if isinstance(fake, (tuple, list)):
+            items: list[Value] = []
+            for i, f in enumerate(fake):
+                if _has_tensor(f):
+                    items.append(self.wrap_result(self.graph.call_function(operator.getitem, (node, i)), f))
+                elif is_constant(f):
+                    items.append(ConstantValue(f))
+                else:
+                    raise Unsupported(f"graph op returned a {type(f).__name__} inside a sequence")
+            cls = type(fake)
+            if isinstance(fake, list):
+                return ListValue(items)
+            if cls is not tuple and not (_is_structseq(cls) or _is_namedtuple(cls)):
+                cls = tuple
+            return TupleValue(items, cls=cls)
+        raise Unsupported(f"graph op returned {type(fake).__name__}")
+
+    def side_effect(self, target: Callable, args: tuple) -> None:
+        """A call that only changes global state (grad mode): recorded, nothing to wrap."""
+        self.graph.call_function(target, args)
+
+    # -- result ---------------------------------------------------------------------------------
+    def finish(self, outputs: list[TensorValue]) -> torch.fx.GraphModule:
+        self.graph.output(tuple(v.node for v in outputs))
+        gm = torch.fx.GraphModule(self.root, self.graph)
+        gm.graph.lint()
+        return gm
+
+
+def _has_tensor(x: Any) -> bool:
+    if isinstance(x, torch.Tensor):
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(_has_tensor(i) for i in x)
+    return False
+
+
+def _describe_target(target: Any) -> str:
+    if isinstance(target, str):
+        return f"Tensor.{target}"
+    mod = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
+    return f"{mod}.{name}" if mod else name

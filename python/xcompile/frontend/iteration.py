@@ -1,0 +1,90 @@
+"""Iterating symbolic values: everything iterable here is finite and known at trace time."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .exc import Unsupported
+from .values import (
+    ConstantValue,
+    DictValue,
+    DictViewValue,
+    IteratorValue,
+    ListValue,
+    ModuleValue,
+    TensorValue,
+    TupleValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+
+def _dict_view(tx: "Tracer", v: DictViewValue) -> list[Value]:
+    d = v.dict_value.items
+    if v.kind == "keys":
+        return [ConstantValue(k) for k in d]
+    if v.kind == "values":
+        return [tx.resolve(x) for x in d.values()]
+    return [TupleValue([ConstantValue(k), tx.resolve(x)]) for k, x in d.items()]
+
+
+def _tensor_rows(tx: "Tracer", v: TensorValue) -> list[Value]:
+    if v.fake.dim() == 0:
+        raise Unsupported("iteration over a 0-d tensor", "The same code raises TypeError in eager mode.")
+    import operator
+    return [tx.gb.call("call_function", operator.getitem, (v, ConstantValue(i)))
+            for i in range(v.fake.shape[0])]
+
+
+def items_of(tx: "Tracer", v: Value) -> list[Value]:
+    """The values that ``iter(v)`` would produce, all resolved."""
+    if isinstance(v, (TupleValue, ListValue)):
+        return [tx.resolve(x) for x in v.items]
+    if isinstance(v, IteratorValue):
+        rest = v.items[v.pos:]
+        v.pos = len(v.items)
+        return [tx.resolve(x) for x in rest]
+    if isinstance(v, DictValue):
+        return [ConstantValue(k) for k in v.items]
+    if isinstance(v, DictViewValue):
+        return _dict_view(tx, v)
+    if isinstance(v, ConstantValue):
+        try:
+            return [ConstantValue(x) for x in iter(v.value)]
+        except TypeError:
+            raise Unsupported(f"{v.describe()} is not iterable") from None
+    if isinstance(v, ModuleValue):
+        from .modules import module_items
+        return module_items(tx, v)
+    if isinstance(v, TensorValue):
+        return _tensor_rows(tx, v)
+    raise Unsupported(f"iterating over {v.describe()}")
+
+
+def get_iter(tx: "Tracer", v: Value) -> IteratorValue:
+    if isinstance(v, IteratorValue):
+        return v
+    return IteratorValue(items_of(tx, v))
+
+
+def length_of(tx: "Tracer", v: Value) -> int:
+    if isinstance(v, (TupleValue, ListValue)):
+        return len(v.items)
+    if isinstance(v, DictValue):
+        return len(v.items)
+    if isinstance(v, DictViewValue):
+        return len(v.dict_value.items)
+    if isinstance(v, ConstantValue):
+        try:
+            return len(v.value)
+        except TypeError:
+            raise Unsupported(f"len() of {v.describe()}") from None
+    if isinstance(v, ModuleValue):
+        from .modules import module_len
+        return module_len(v)
+    if isinstance(v, TensorValue):
+        if v.fake.dim() == 0:
+            raise Unsupported("len() of a 0-d tensor", "The same code raises TypeError in eager mode.")
+        return int(v.fake.shape[0])
+    raise Unsupported(f"len() of {v.describe()}")

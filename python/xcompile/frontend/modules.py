@@ -1,0 +1,132 @@
+"""nn.Module values: attribute reads, calls (inlined forward), container indexing and iteration.
+
+Everything read through a module is ``covered``: the module's MODULE_TREE guard pins its
+``__dict__``, parameters, buffers, submodules and hooks.  Parameters and buffers become
+``get_attr`` nodes on the very same tensor objects.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch.nn.modules import module as nn_module
+
+from .attrs import _MISSING, AttrMissing, bind_class_member, class_member_source, mro_lookup, object_attr
+from .exc import Unsupported
+from .sources import AttrSource, ItemSource
+from .values import (
+    BoundMethodValue,
+    ConstantValue,
+    DictValue,
+    FunctionValue,
+    LazyValue,
+    ModuleValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+_STATE_DICTS = ("_parameters", "_buffers", "_modules")
+_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks",
+               "_forward_hooks_with_kwargs", "_forward_pre_hooks_with_kwargs")
+_GLOBAL_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+                 "_global_backward_pre_hooks")
+_SEQUENCE_MODULES = (torch.nn.Sequential, torch.nn.ModuleList, torch.nn.ParameterList)
+_MAPPING_MODULES = (torch.nn.ModuleDict, torch.nn.ParameterDict)
+
+
+def module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
+    m, src = v.module, v.source
+    d = m.__dict__
+    if name in _STATE_DICTS:                      # the tree guard watches these dicts: contents covered
+        dsrc = AttrSource(src, name) if src is not None else None
+        items = {k: LazyValue(x, ItemSource(dsrc, k) if dsrc is not None else None, True)
+                 for k, x in d[name].items()}
+        return DictValue(items, source=dsrc, covered=True)
+    r = object_attr(tx, v, m, name, covered=True, instance_dict=d)
+    if r is not _MISSING:
+        return r
+    for dict_name in _STATE_DICTS:
+        table = d.get(dict_name, {})
+        if name in table:
+            obj = table[name]
+            if obj is None:
+                return ConstantValue(None)
+            return tx.wrap(obj, AttrSource(src, name) if src is not None else None, True)
+    raise AttrMissing(f"{type(m).__name__} has no attribute {name!r}",
+                      "The same code raises AttributeError in eager mode.")
+
+
+def _has_hooks(m: torch.nn.Module) -> str | None:
+    for h in _HOOK_DICTS:
+        if getattr(m, h, None):
+            return h
+    for h in _GLOBAL_HOOKS:
+        if getattr(nn_module, h, None):
+            return h
+    return None
+
+
+def call_module(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    m = v.module
+    hook = _has_hooks(m)
+    if hook is not None:
+        raise Unsupported(f"calling {type(m).__name__} with hooks registered ({hook})",
+                          "Modules with hooks are not supported yet; remove the hooks or compile "
+                          "the module's forward instead.")
+    cls = type(m)
+    if cls.__call__ is not torch.nn.Module.__call__:
+        idx, raw = mro_lookup(cls, "__call__")
+        target = bind_class_member(tx, v, cls, idx, raw, "__call__", class_member_source(v.source, idx, "__call__"))
+    elif "forward" in m.__dict__:                 # an instance-level forward override
+        target = tx.wrap(m.__dict__["forward"], AttrSource(v.source, "forward") if v.source else None, True)
+    else:
+        idx, raw = mro_lookup(cls, "forward")
+        if raw is _MISSING or raw is nn_module._forward_unimplemented:
+            raise Unsupported(f"{cls.__name__} has no forward()")
+        target = bind_class_member(tx, v, cls, idx, raw, "forward", class_member_source(v.source, idx, "forward"))
+    from .calls import call_value
+    return call_value(tx, target, args, kwargs)
+
+
+def module_getitem(tx: "Tracer", v: ModuleValue, key: Value) -> Value:
+    m = v.module
+    if not isinstance(key, ConstantValue):
+        raise Unsupported(f"indexing {type(m).__name__} with {key.describe()}")
+    k = key.value
+    if isinstance(m, _SEQUENCE_MODULES + _MAPPING_MODULES) and not isinstance(k, slice):
+        try:
+            item = m[k]
+        except (IndexError, KeyError) as e:
+            raise Unsupported(f"{type(m).__name__}[{k!r}] raised {type(e).__name__}") from e
+        return tx.wrap(item, ItemSource(v.source, k) if v.source is not None else None, True)
+    if isinstance(m, torch.nn.Sequential) and isinstance(k, slice):
+        raise Unsupported("slicing nn.Sequential", "Index single layers or iterate instead.")
+    idx, raw = mro_lookup(type(m), "__getitem__")
+    if raw is _MISSING:
+        raise Unsupported(f"{type(m).__name__} is not subscriptable")
+    method = bind_class_member(tx, v, type(m), idx, raw, "__getitem__",
+                               class_member_source(v.source, idx, "__getitem__"))
+    from .calls import call_value
+    return call_value(tx, method, [key], {})
+
+
+def module_items(tx: "Tracer", v: ModuleValue) -> list[Value]:
+    """What ``iter(module)`` yields, for the container modules."""
+    m, src = v.module, v.source
+    if isinstance(m, _SEQUENCE_MODULES):
+        return [tx.wrap(m[i], ItemSource(src, i) if src is not None else None, True) for i in range(len(m))]
+    if isinstance(m, _MAPPING_MODULES):
+        return [ConstantValue(k) for k in m.keys()]
+    raise Unsupported(f"iterating over {type(m).__name__}")
+
+
+def module_len(v: ModuleValue) -> int:
+    if isinstance(v.module, _SEQUENCE_MODULES + _MAPPING_MODULES):
+        return len(v.module)
+    raise Unsupported(f"len() of {type(v.module).__name__}")
+
+
+__all__ = ["BoundMethodValue", "FunctionValue", "call_module", "module_attr", "module_getitem",
+           "module_items", "module_len"]

@@ -1,0 +1,178 @@
+"""Opcode handlers: building containers, strings and slices; unpacking; subscripts."""
+from __future__ import annotations
+
+from ..bytecode.instructions import Instr
+from .exc import Unsupported
+from .iteration import items_of
+from .pyops import as_constant, delitem, fold, getitem, setitem
+from .tracer import Frame, handler
+from .values import ConstantValue, DictValue, ListValue, TupleValue, Value
+
+
+@handler("BUILD_TUPLE")
+def build_tuple(f: Frame, inst: Instr) -> None:
+    f.push(TupleValue(f.popn(inst.arg)))
+
+
+@handler("BUILD_LIST")
+def build_list(f: Frame, inst: Instr) -> None:
+    f.push(ListValue(f.popn(inst.arg)))
+
+
+@handler("BUILD_SET")
+def build_set(f: Frame, inst: Instr) -> None:
+    vals = f.popn(inst.arg)
+    raise Unsupported("building a set", "Sets are not supported yet; use a tuple or a dict.")
+
+
+def _key(v: Value):
+    ok, k = as_constant(v)
+    if not ok:
+        raise Unsupported(f"dict key {v.describe()}", "Only constant dict keys are supported.")
+    return k
+
+
+@handler("BUILD_MAP")
+def build_map(f: Frame, inst: Instr) -> None:
+    flat = f.popn(2 * inst.arg)
+    f.push(DictValue({_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
+
+
+@handler("BUILD_CONST_KEY_MAP")
+def build_const_key_map(f: Frame, inst: Instr) -> None:
+    keys = f.pop()
+    vals = f.popn(inst.arg)
+    f.push(DictValue(dict(zip(_key(keys), vals))))
+
+
+@handler("BUILD_STRING")
+def build_string(f: Frame, inst: Instr) -> None:
+    parts = f.popn(inst.arg)
+    f.push(ConstantValue("".join(str(p.value) for p in parts)))
+
+
+@handler("FORMAT_VALUE")
+def format_value(f: Frame, inst: Instr) -> None:
+    conv, has_spec = inst.argval
+    spec = f.pop().value if has_spec else ""
+    v = f.pop()
+    ok, c = as_constant(v)
+    if not ok:
+        raise Unsupported(f"f-string formatting of {v.describe()}",
+                          "Only constants can be formatted inside a compiled region.")
+    if conv is not None:
+        c = conv(c)
+    f.push(fold(format, c, spec, what="format"))
+
+
+@handler("BUILD_SLICE")
+def build_slice(f: Frame, inst: Instr) -> None:
+    parts = f.popn(inst.arg)
+    vals = []
+    for p in parts:
+        ok, c = as_constant(p)
+        if not ok:
+            raise Unsupported(f"slice bound {p.describe()}", "Slice bounds must be Python ints.")
+        vals.append(c)
+    f.push(ConstantValue(slice(*vals)))
+
+
+@handler("LIST_APPEND")
+def list_append(f: Frame, inst: Instr) -> None:
+    v = f.pop()
+    f.peek(inst.arg).items.append(v)
+
+
+@handler("LIST_EXTEND")
+def list_extend(f: Frame, inst: Instr) -> None:
+    v = f.pop()
+    f.peek(inst.arg).items.extend(items_of(f.tx, v))
+
+
+@handler("SET_ADD", "SET_UPDATE")
+def set_add(f: Frame, inst: Instr) -> None:
+    raise Unsupported("building a set", "Sets are not supported yet; use a tuple or a dict.")
+
+
+@handler("MAP_ADD")
+def map_add(f: Frame, inst: Instr) -> None:
+    v, k = f.pop(), f.pop()
+    f.peek(inst.arg).items[_key(k)] = v
+
+
+@handler("DICT_UPDATE", "DICT_MERGE")
+def dict_update(f: Frame, inst: Instr) -> None:
+    other = f.pop()
+    target = f.peek(inst.arg)
+    if not isinstance(other, DictValue):
+        raise Unsupported(f"** unpacking of {other.describe()}")
+    if inst.opname == "DICT_MERGE":
+        dup = set(target.items) & set(other.items)
+        if dup:
+            raise Unsupported(f"got multiple values for keyword argument {sorted(dup)[0]!r}")
+    target.items.update(other.items)
+
+
+@handler("LIST_TO_TUPLE")
+def list_to_tuple(f: Frame, inst: Instr) -> None:
+    f.push(TupleValue(list(f.pop().items)))
+
+
+@handler("UNPACK_SEQUENCE")
+def unpack_sequence(f: Frame, inst: Instr) -> None:
+    items = items_of(f.tx, f.pop())
+    if len(items) != inst.arg:
+        raise Unsupported(f"cannot unpack {len(items)} values into {inst.arg}",
+                          "The same code raises ValueError in eager mode.")
+    for v in reversed(items):
+        f.push(v)
+
+
+@handler("UNPACK_EX")
+def unpack_ex(f: Frame, inst: Instr) -> None:
+    before, after = inst.arg & 0xFF, inst.arg >> 8
+    items = items_of(f.tx, f.pop())
+    if len(items) < before + after:
+        raise Unsupported(f"not enough values to unpack (expected at least {before + after})")
+    middle = ListValue(items[before:len(items) - after])
+    for v in reversed(items[:before] + [middle] + items[len(items) - after:]):
+        f.push(v)
+
+
+# -- subscripts ------------------------------------------------------------------------------------------
+@handler("BINARY_SUBSCR")
+def binary_subscr(f: Frame, inst: Instr) -> None:
+    key = f.pop()
+    f.push(getitem(f.tx, f.pop(), key))
+
+
+@handler("STORE_SUBSCR")
+def store_subscr(f: Frame, inst: Instr) -> None:
+    key, container, value = f.pop(), f.pop(), f.pop()
+    setitem(f.tx, container, key, value)
+
+
+@handler("DELETE_SUBSCR")
+def delete_subscr(f: Frame, inst: Instr) -> None:
+    key, container = f.pop(), f.pop()
+    delitem(f.tx, container, key)
+
+
+def _slice_of(start: Value, stop: Value) -> Value:
+    ok1, a = as_constant(start)
+    ok2, b = as_constant(stop)
+    if not (ok1 and ok2):
+        raise Unsupported("slice bound that is not a Python int")
+    return ConstantValue(slice(a, b))
+
+
+@handler("BINARY_SLICE")
+def binary_slice(f: Frame, inst: Instr) -> None:
+    stop, start, container = f.pop(), f.pop(), f.pop()
+    f.push(getitem(f.tx, container, _slice_of(start, stop)))
+
+
+@handler("STORE_SLICE")
+def store_slice(f: Frame, inst: Instr) -> None:
+    stop, start, container, value = f.pop(), f.pop(), f.pop(), f.pop()
+    setitem(f.tx, container, _slice_of(start, stop), value)

@@ -1,0 +1,152 @@
+"""Opcode handlers: jumps, loops, returns, `with` blocks, generators, raise."""
+from __future__ import annotations
+
+from ..bytecode.instructions import Instr
+from ..bytecode.versions import facts_for
+from .exc import Unsupported
+from .iteration import get_iter
+from .pyops import truth
+from .tracer import Frame, handler
+from .values import (
+    ConstantValue,
+    ContextExitValue,
+    GradModeValue,
+    IteratorValue,
+    NoOpContextValue,
+    UserObjectValue,
+)
+
+import sys
+
+_FACTS = facts_for(sys.version_info[:2])
+
+
+@handler("RETURN_VALUE")
+def return_value(f: Frame, inst: Instr) -> None:
+    f.finish(f.pop())
+
+
+@handler("RETURN_CONST")
+def return_const(f: Frame, inst: Instr) -> None:
+    f.finish(ConstantValue(inst.argval))
+
+
+@handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP")
+def jump(f: Frame, inst: Instr) -> None:
+    f.jump(inst.target)
+
+
+@handler("POP_JUMP_IF_FALSE")
+def pop_jump_if_false(f: Frame, inst: Instr) -> None:
+    if not truth(f.tx, f.pop()):
+        f.jump(inst.target)
+
+
+@handler("POP_JUMP_IF_TRUE")
+def pop_jump_if_true(f: Frame, inst: Instr) -> None:
+    if truth(f.tx, f.pop()):
+        f.jump(inst.target)
+
+
+def _is_none(v) -> bool:
+    return isinstance(v, ConstantValue) and v.value is None
+
+
+@handler("POP_JUMP_IF_NONE")
+def pop_jump_if_none(f: Frame, inst: Instr) -> None:
+    if _is_none(f.pop()):
+        f.jump(inst.target)
+
+
+@handler("POP_JUMP_IF_NOT_NONE")
+def pop_jump_if_not_none(f: Frame, inst: Instr) -> None:
+    if not _is_none(f.pop()):
+        f.jump(inst.target)
+
+
+@handler("JUMP_IF_FALSE_OR_POP")
+def jump_if_false_or_pop(f: Frame, inst: Instr) -> None:
+    if not truth(f.tx, f.peek()):
+        f.jump(inst.target)
+    else:
+        f.pop()
+
+
+@handler("JUMP_IF_TRUE_OR_POP")
+def jump_if_true_or_pop(f: Frame, inst: Instr) -> None:
+    if truth(f.tx, f.peek()):
+        f.jump(inst.target)
+    else:
+        f.pop()
+
+
+# -- loops ------------------------------------------------------------------------------------------------
+@handler("GET_ITER")
+def get_iter_op(f: Frame, inst: Instr) -> None:
+    f.push(get_iter(f.tx, f.pop()))
+
+
+@handler("FOR_ITER")
+def for_iter(f: Frame, inst: Instr) -> None:
+    it = f.peek()
+    assert isinstance(it, IteratorValue), it
+    if it.pos < len(it.items):
+        it.pos += 1
+        f.push(it.items[it.pos - 1])
+    else:
+        f.pop()
+        f.jump(inst.target + 1 if _FACTS.for_iter_skips_end_for else inst.target)
+
+
+@handler("END_FOR")
+def end_for(f: Frame, inst: Instr) -> None:
+    f.popn(2)
+
+
+# -- with blocks --------------------------------------------------------------------------------------------
+@handler("BEFORE_WITH")
+def before_with(f: Frame, inst: Instr) -> None:
+    from .calls import switch_grad_mode
+    ctx = f.pop()
+    if isinstance(ctx, GradModeValue):
+        if ctx.prev is None:                  # no_grad() / enable_grad(): switch on enter
+            ctx.exit_to = f.tx.gb.grad_enabled
+            switch_grad_mode(f.tx, ctx.enabled)
+        else:                                 # set_grad_enabled(b): switched at the call already
+            ctx.exit_to = ctx.prev
+    elif not isinstance(ctx, NoOpContextValue):
+        raise Unsupported(f"`with` on {ctx.describe()}",
+                          "Only torch.no_grad/enable_grad/set_grad_enabled contexts are supported yet.")
+    f.ctx_stack.append(ctx)
+    f.stack.append(ContextExitValue(ctx))
+    f.push(ConstantValue(None))
+
+
+# -- generators (run to exhaustion when called: see Tracer.inline_call) -----------------------------------
+@handler("RETURN_GENERATOR")
+def return_generator(f: Frame, inst: Instr) -> None:
+    f.push(ConstantValue(None))               # the value the first resume sends (popped next)
+
+
+@handler("YIELD_VALUE")
+def yield_value(f: Frame, inst: Instr) -> None:
+    if f.yields is None:
+        raise Unsupported("yield outside a generator")
+    f.yields.append(f.pop())
+    f.push(ConstantValue(None))               # what `yield` evaluates to
+
+
+# -- raise -----------------------------------------------------------------------------------------------------
+@handler("RAISE_VARARGS")
+def raise_varargs(f: Frame, inst: Instr) -> None:
+    exc = f.peek() if inst.arg else None
+    what = repr(exc.obj) if isinstance(exc, UserObjectValue) else (exc.describe() if exc else "re-raise")
+    raise Unsupported(f"the traced code raises an exception: {what}",
+                      "The same call raises in eager mode; fix the inputs or the code.")
+
+
+for _name in sorted(_FACTS.exception_only):
+    def _exc_only(f: Frame, inst: Instr, _name=_name) -> None:
+        raise Unsupported(f"exception handling bytecode {_name} reached",
+                          "try/except that catches an exception during tracing is not supported.")
+    handler(_name)(_exc_only)

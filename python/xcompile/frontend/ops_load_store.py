@@ -1,0 +1,180 @@
+"""Opcode handlers: loads, stores, cells and the plain stack shuffles."""
+from __future__ import annotations
+
+from ..bytecode.instructions import Instr
+from .attrs import load_attr, super_attr
+from .exc import Unsupported
+from .tracer import NULL, Frame, handler
+from .values import CellValue, ClassValue, ConstantValue, LazyValue, NullValue, SuperValue
+
+
+@handler("NOP", "RESUME", "PRECALL", "COPY_FREE_VARS")
+def nop(f: Frame, inst: Instr) -> None:
+    pass
+
+
+@handler("POP_TOP")
+def pop_top(f: Frame, inst: Instr) -> None:
+    f.pop()
+
+
+@handler("PUSH_NULL")
+def push_null(f: Frame, inst: Instr) -> None:
+    f.push(NULL)
+
+
+@handler("COPY")
+def copy(f: Frame, inst: Instr) -> None:
+    f.push(f.peek(inst.arg))
+
+
+@handler("SWAP")
+def swap(f: Frame, inst: Instr) -> None:
+    s, i = f.stack, inst.arg
+    s[-1], s[-i] = s[-i], s[-1]
+
+
+@handler("LOAD_CONST")
+def load_const(f: Frame, inst: Instr) -> None:
+    f.push(ConstantValue(inst.argval))
+
+
+# -- locals -------------------------------------------------------------------------------------
+def _read_local(f: Frame, name: str):
+    v = f.locals.get(name)
+    if v is None or isinstance(v, NullValue):
+        raise Unsupported(f"local variable {name!r} referenced before assignment",
+                          "The same code raises UnboundLocalError in eager mode.")
+    if isinstance(v, LazyValue):
+        v = f.tx.resolve(v)
+        f.locals[name] = v
+    return v
+
+
+@handler("LOAD_FAST", "LOAD_FAST_CHECK")
+def load_fast(f: Frame, inst: Instr) -> None:
+    f.push(_read_local(f, inst.argval))
+
+
+@handler("LOAD_FAST_AND_CLEAR")
+def load_fast_and_clear(f: Frame, inst: Instr) -> None:
+    """3.12 inlined comprehensions: save the outer binding (NULL if unbound) and unbind it."""
+    v = f.locals.pop(inst.argval, None)
+    f.push(NULL if v is None else v)
+
+
+@handler("STORE_FAST")
+def store_fast(f: Frame, inst: Instr) -> None:
+    v = f.pop()
+    if isinstance(v, NullValue):
+        f.locals.pop(inst.argval, None)
+    else:
+        f.locals[inst.argval] = v
+
+
+@handler("DELETE_FAST")
+def delete_fast(f: Frame, inst: Instr) -> None:
+    _read_local(f, inst.argval)
+    del f.locals[inst.argval]
+
+
+# -- cells ----------------------------------------------------------------------------------------
+@handler("MAKE_CELL")
+def make_cell(f: Frame, inst: Instr) -> None:
+    name = inst.argval
+    f.cells[name] = CellValue(f.locals.pop(name, None))
+
+
+@handler("LOAD_CLOSURE")
+def load_closure(f: Frame, inst: Instr) -> None:
+    f.stack.append(f.cells[inst.argval])
+
+
+@handler("LOAD_DEREF")
+def load_deref(f: Frame, inst: Instr) -> None:
+    cell = f.cells.get(inst.argval)
+    if cell is None or cell.contents is None:
+        raise Unsupported(f"free variable {inst.argval!r} referenced before assignment")
+    if isinstance(cell.contents, LazyValue):
+        cell.contents = f.tx.resolve(cell.contents)
+    f.push(cell.contents)
+
+
+@handler("STORE_DEREF")
+def store_deref(f: Frame, inst: Instr) -> None:
+    cell = f.cells[inst.argval]
+    if cell.external:
+        raise Unsupported(f"assignment to closure variable {inst.argval!r} of a function outside the trace",
+                          "Mutating `nonlocal` state of an outer function is not supported; return the value.")
+    cell.contents = f.pop()
+
+
+@handler("DELETE_DEREF")
+def delete_deref(f: Frame, inst: Instr) -> None:
+    cell = f.cells[inst.argval]
+    if cell.external:
+        raise Unsupported(f"deleting closure variable {inst.argval!r}")
+    cell.contents = None
+
+
+# -- globals, attributes ------------------------------------------------------------------------------
+@handler("LOAD_GLOBAL")
+def load_global(f: Frame, inst: Instr) -> None:
+    if inst.push_null:
+        f.push(NULL)
+    f.push(f.globals.load(f.tx, inst.argval))
+
+
+@handler("STORE_GLOBAL", "DELETE_GLOBAL")
+def store_global(f: Frame, inst: Instr) -> None:
+    raise Unsupported(f"assignment to global {inst.argval!r}",
+                      "Mutating module globals inside a compiled region is not supported; return the value.")
+
+
+@handler("LOAD_ATTR")
+def load_attr_op(f: Frame, inst: Instr) -> None:
+    obj = f.pop()
+    attr = load_attr(f.tx, obj, inst.argval)
+    if inst.push_null:
+        f.push(NULL)                         # a method load: [NULL, bound method] calls the same
+    f.push(attr)
+
+
+@handler("LOAD_SUPER_ATTR")
+def load_super_attr(f: Frame, inst: Instr) -> None:
+    self_v, cls_v, _super = f.pop(), f.pop(), f.pop()
+    if not isinstance(cls_v, ClassValue):
+        raise Unsupported("super() with a non-class first argument")
+    attr = super_attr(f.tx, SuperValue(cls_v.cls, self_v), inst.argval)
+    if inst.push_null:
+        f.push(NULL)
+    f.push(attr)
+
+
+@handler("STORE_ATTR", "DELETE_ATTR")
+def store_attr(f: Frame, inst: Instr) -> None:
+    obj = f.peek()
+    raise Unsupported(f"assignment to attribute {inst.argval!r} of {obj.describe()}",
+                      "Mutating objects (including `self.x = ...` in forward) inside a compiled region "
+                      "is not supported yet; return the value instead.")
+
+
+# -- imports ---------------------------------------------------------------------------------------------
+@handler("IMPORT_NAME")
+def import_name(f: Frame, inst: Instr) -> None:
+    fromlist, level = f.pop(), f.pop()
+    if not (isinstance(level, ConstantValue) and isinstance(fromlist, ConstantValue)):
+        raise Unsupported("import with non-constant arguments")
+    mod = __import__(inst.argval, f.globals.f_globals, None, fromlist.value, level.value)
+    f.push(f.tx.wrap(mod, None))             # imports are deterministic: no guard
+
+
+@handler("IMPORT_FROM")
+def import_from(f: Frame, inst: Instr) -> None:
+    mod = f.peek()
+    f.push(load_attr(f.tx, mod, inst.argval))
+
+
+@handler("LOAD_ASSERTION_ERROR")
+def load_assertion_error(f: Frame, inst: Instr) -> None:
+    f.push(ClassValue(AssertionError))

@@ -1,0 +1,257 @@
+"""Python operators over symbolic values: arithmetic, comparison, identity, membership,
+truthiness and subscripts.  Tensors become graph ops, constants fold, containers are
+handled structurally."""
+from __future__ import annotations
+
+import operator
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from .exc import Unsupported
+from .iteration import items_of
+from .values import (
+    ConstantValue,
+    DictValue,
+    ListValue,
+    ModuleValue,
+    NullValue,
+    TensorValue,
+    TupleValue,
+    Value,
+    is_constant,
+    real_object,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+_DATA_DEPENDENT = ("Data-dependent control flow on a tensor's value cannot be captured in one graph.")
+_DATA_DEPENDENT_HINT = ("Use torch.where / masking instead of a Python branch, or move the branch out of "
+                        "the compiled region.")
+
+_INPLACE = {operator.iadd: operator.add, operator.imul: operator.mul, operator.isub: operator.sub,
+            operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+            operator.imod: operator.mod, operator.ipow: operator.pow, operator.imatmul: operator.matmul,
+            operator.iand: operator.and_, operator.ior: operator.or_, operator.ixor: operator.xor,
+            operator.ilshift: operator.lshift, operator.irshift: operator.rshift}
+
+
+def fold(fn: Callable, *args: Any, what: str = "") -> Value:
+    """Run ``fn`` on Python constants at trace time."""
+    try:
+        r = fn(*args)
+    except Exception as e:
+        raise Unsupported(f"{what or getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}",
+                          "The same code raises in eager mode.") from e
+    if not is_constant(r):
+        raise Unsupported(f"{what or getattr(fn, '__name__', fn)} produced a {type(r).__name__}")
+    return ConstantValue(r)
+
+
+def as_constant(v: Value) -> tuple[bool, Any]:
+    """(True, python value) when ``v`` is a constant or a container of constants."""
+    if isinstance(v, ConstantValue):
+        return True, v.value
+    if isinstance(v, (TupleValue, ListValue)):
+        vals = []
+        for x in v.items:
+            ok, c = as_constant(x)
+            if not ok:
+                return False, None
+            vals.append(c)
+        if isinstance(v, ListValue):
+            return True, vals
+        return True, (v.cls(*vals) if v.cls is not tuple and hasattr(v.cls, "_fields") else tuple(vals))
+    return False, None
+
+
+def _seq_items(v: Value) -> list[Value] | None:
+    if isinstance(v, (TupleValue, ListValue)):
+        return list(v.items)
+    if isinstance(v, ConstantValue) and type(v.value) in (tuple, torch.Size):
+        return [ConstantValue(x) for x in v.value]
+    return None
+
+
+def _check_mutable(v: Value, what: str) -> None:
+    if v.source is not None:
+        raise Unsupported(f"{what} on a {v.describe()} that came from outside the frame ({v.source.name()})",
+                          "Mutating inputs' containers is not supported yet; build a new container instead.")
+
+
+def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
+    if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        return tx.gb.call("call_function", op, (a, b))
+    ca, va = as_constant(a)
+    cb, vb = as_constant(b)
+    if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
+        return fold(op, va, vb)
+    base = _INPLACE.get(op, op)
+    if isinstance(a, ListValue) and op is operator.iadd:
+        _check_mutable(a, "list +=")
+        a.items.extend(items_of(tx, b))
+        return a
+    if base is operator.add:
+        ia, ib = _seq_items(a), _seq_items(b)
+        if ia is not None and ib is not None:
+            if isinstance(a, ListValue) and isinstance(b, ListValue):
+                return ListValue(ia + ib)
+            if not isinstance(a, ListValue) and not isinstance(b, ListValue):
+                return TupleValue(ia + ib)
+    if base is operator.mul:
+        seq, n = (a, b) if isinstance(b, ConstantValue) else (b, a)
+        items = _seq_items(seq)
+        if items is not None and isinstance(n, ConstantValue) and isinstance(n.value, int):
+            return ListValue(items * n.value) if isinstance(seq, ListValue) else TupleValue(items * n.value)
+    if ca and cb and op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+        return fold(op, va, vb)
+    if op in (operator.eq, operator.ne):
+        same = _same_object(a, b)
+        if same is not None:
+            return ConstantValue(same if op is operator.eq else not same)
+    raise Unsupported(f"operator {getattr(op, '__name__', op)} on {a.describe()} and {b.describe()}")
+
+
+def _same_object(a: Value, b: Value) -> bool | None:
+    if a is b:
+        return True
+    ra, rb = real_object(a), real_object(b)
+    if ra is not None and rb is not None:
+        return ra is rb
+    if isinstance(a, TensorValue) and isinstance(b, TensorValue):
+        return a.node is b.node
+    kinds = (TensorValue, TupleValue, ListValue, DictValue, ModuleValue)
+    if isinstance(a, kinds) != isinstance(b, kinds) or type(a) is not type(b):
+        return False
+    return None
+
+
+def is_op(a: Value, b: Value) -> bool:
+    if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
+        return a.value is b.value
+    same = _same_object(a, b)
+    if same is None:
+        return False
+    return same
+
+
+def unary_op(tx: "Tracer", op: Callable, a: Value) -> Value:
+    if isinstance(a, TensorValue):
+        return tx.gb.call("call_function", op, (a,))
+    if isinstance(a, ConstantValue):
+        return fold(op, a.value)
+    raise Unsupported(f"operator {op.__name__} on {a.describe()}")
+
+
+def truth(tx: "Tracer", v: Value) -> bool:
+    if isinstance(v, TensorValue):
+        raise Unsupported("data-dependent branching: the condition is a tensor", _DATA_DEPENDENT_HINT,
+                          _DATA_DEPENDENT)
+    if isinstance(v, ConstantValue):
+        return bool(v.value)
+    if isinstance(v, (TupleValue, ListValue, DictValue)):
+        return len(v.items) > 0
+    if isinstance(v, NullValue):
+        raise Unsupported("truth value of NULL")
+    obj = real_object(v)
+    if obj is not None and isinstance(obj, torch.nn.Module):
+        from .iteration import length_of
+        if hasattr(type(obj), "__len__"):
+            return length_of(tx, v) > 0
+        return True
+    if obj is not None and (hasattr(type(obj), "__bool__") or hasattr(type(obj), "__len__")):
+        if type(obj).__module__ != "builtins" and not isinstance(obj, type):
+            raise Unsupported(f"truth value of {v.describe()}, which defines __bool__/__len__")
+    return True
+
+
+def contains(tx: "Tracer", item: Value, container: Value) -> bool:
+    if isinstance(container, DictValue):
+        ok, k = as_constant(item)
+        if not ok:
+            raise Unsupported(f"`in` test of {item.describe()} against a dict")
+        return k in container.items
+    if isinstance(container, ConstantValue):
+        ok, k = as_constant(item)
+        if ok:
+            return fold(operator.contains, container.value, k).value
+    if isinstance(container, ModuleValue) and isinstance(container.module, torch.nn.ModuleDict):
+        ok, k = as_constant(item)
+        if ok:
+            return k in container.module
+    items = items_of(tx, container)
+    ok, k = as_constant(item)
+    for x in items:
+        okx, cx = as_constant(x)
+        if ok and okx:
+            if cx == k:
+                return True
+        elif isinstance(x, TensorValue) or isinstance(item, TensorValue):
+            if x is item:
+                return True
+            if isinstance(x, TensorValue) and isinstance(item, TensorValue):
+                raise Unsupported("`in` test between tensors (compares values)", _DATA_DEPENDENT_HINT)
+        elif _same_object(x, item):
+            return True
+    return False
+
+
+def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
+    if isinstance(container, TensorValue):
+        return tx.gb.call("call_function", operator.getitem, (container, key))
+    if isinstance(container, ModuleValue):
+        from .modules import module_getitem
+        return module_getitem(tx, container, key)
+    ok, k = as_constant(key)
+    if not ok:
+        if isinstance(key, TensorValue) and isinstance(container, (ListValue, TupleValue)):
+            raise Unsupported("indexing a list with a tensor", "The index value is data-dependent.")
+        raise Unsupported(f"indexing {container.describe()} with {key.describe()}")
+    if isinstance(container, (TupleValue, ListValue)):
+        try:
+            picked = container.items[k]
+        except (IndexError, TypeError) as e:
+            raise Unsupported(f"{container.describe()}[{k!r}] raised {type(e).__name__}: {e}",
+                              "The same code raises in eager mode.") from e
+        if isinstance(k, slice):
+            return ListValue(list(picked)) if isinstance(container, ListValue) else TupleValue(list(picked))
+        return tx.resolve(picked)
+    if isinstance(container, DictValue):
+        if k not in container.items:
+            raise Unsupported(f"KeyError: {k!r}", "The same code raises KeyError in eager mode.")
+        v = container.items[k] = tx.resolve(container.items[k])
+        return v
+    if isinstance(container, ConstantValue):
+        return fold(operator.getitem, container.value, k, what="subscript")
+    raise Unsupported(f"subscript of {container.describe()}")
+
+
+def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
+    if isinstance(container, TensorValue):
+        tx.gb.call("call_function", operator.setitem, (container, key, value))
+        return
+    ok, k = as_constant(key)
+    if not ok:
+        raise Unsupported(f"item assignment on {container.describe()} with key {key.describe()}")
+    if isinstance(container, ListValue):
+        _check_mutable(container, "item assignment")
+        if isinstance(k, slice):
+            container.items[k] = items_of(tx, value)
+        else:
+            container.items[k] = value
+        return
+    if isinstance(container, DictValue):
+        _check_mutable(container, "item assignment")
+        container.items[k] = value
+        return
+    raise Unsupported(f"item assignment on {container.describe()}")
+
+
+def delitem(tx: "Tracer", container: Value, key: Value) -> None:
+    ok, k = as_constant(key)
+    if ok and isinstance(container, (ListValue, DictValue)):
+        _check_mutable(container, "del")
+        del container.items[k]
+        return
+    raise Unsupported(f"del on {container.describe()}")

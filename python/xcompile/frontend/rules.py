@@ -1,0 +1,108 @@
+"""What to do with a real callable or object: one table per decision.
+
+    torch op        -> one graph node (``is_torch_op``)
+    fold            -> evaluated at trace time, result is a constant (``FOLD_AT_TRACE``)
+    forbidden       -> Unsupported with a reason (``FORBIDDEN``: global side effects)
+    grad-mode class -> a context value (``GRAD_MODE_CLASSES``)
+    python function -> inlined
+    trusted code    -> inlined without guards on its globals (``is_trusted_code``)
+"""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+import torch.overrides
+
+TORCH_TENSOR_CLASSES = (torch._C.TensorBase, torch.Tensor)
+
+# Functions that answer a question about the tracing context: their trace-time answer is the
+# compiled program's answer.
+FOLD_AT_TRACE: dict[Any, Any] = {
+    torch.overrides.has_torch_function: False,
+    torch.overrides.has_torch_function_unary: False,
+    torch.overrides.has_torch_function_variadic: False,
+    torch._C._has_torch_function: False,
+    torch._C._has_torch_function_unary: False,
+    torch._C._has_torch_function_variadic: False,
+    torch.jit.is_scripting: False,
+    torch.jit.is_tracing: False,
+    torch._C._get_tracing_state: None,
+    torch.compiler.is_compiling: True,
+    torch.compiler.is_dynamo_compiling: True,
+}
+
+# torch callables with global side effects or host synchronization: never in a graph.
+FORBIDDEN: dict[Any, str] = {
+    torch.manual_seed: "torch.manual_seed changes global RNG state",
+    torch.seed: "torch.seed changes global RNG state",
+    torch.set_rng_state: "torch.set_rng_state changes global RNG state",
+    torch.get_rng_state: "torch.get_rng_state reads global RNG state",
+    torch.set_default_dtype: "torch.set_default_dtype changes global state",
+    torch.set_default_device: "torch.set_default_device changes global state",
+    torch.set_printoptions: "torch.set_printoptions changes global state",
+    torch.use_deterministic_algorithms: "torch.use_deterministic_algorithms changes global state",
+    torch.set_num_threads: "torch.set_num_threads changes global state",
+    torch.autograd.grad: "torch.autograd.grad inside a compiled region",
+    torch.autograd.backward: "torch.autograd.backward inside a compiled region",
+    torch.save: "torch.save does I/O",
+    torch.load: "torch.load does I/O",
+    torch._C._set_grad_enabled: "direct calls to torch._C._set_grad_enabled",
+}
+
+# Tensor methods whose result needs tensor data on the host (or hands out raw memory).
+TENSOR_METHODS_FORBIDDEN = {
+    "item": "Tensor.item() needs the tensor's value at trace time",
+    "tolist": "Tensor.tolist() needs the tensor's values at trace time",
+    "numpy": "Tensor.numpy() leaves the graph",
+    "data_ptr": "Tensor.data_ptr() depends on memory addresses",
+    "__bool__": "bool(tensor) needs the tensor's value at trace time",
+    "__int__": "int(tensor) needs the tensor's value at trace time",
+    "__float__": "float(tensor) needs the tensor's value at trace time",
+    "__index__": "using a tensor as an index needs its value at trace time",
+    "backward": "Tensor.backward() inside a compiled region",
+    "register_hook": "Tensor.register_hook() inside a compiled region",
+    "untyped_storage": "Tensor storages cannot be traced",
+    "storage": "Tensor storages cannot be traced",
+}
+
+# Tensor attributes that are themselves tensors (become graph nodes); everything else that is not
+# a method is metadata (a constant read from the fake tensor).
+TENSOR_ATTRS_AS_OPS = {"T", "mT", "H", "mH", "real", "imag"}
+TENSOR_ATTRS_FORBIDDEN = {"grad": "reading Tensor.grad", "_base": "reading Tensor._base",
+                          "grad_fn": "reading Tensor.grad_fn", "_version": "reading Tensor._version"}
+
+GRAD_MODE_CLASSES = {torch.no_grad: False, torch.enable_grad: True}
+
+# Python modules whose code we inline without guarding what it reads from its globals
+# (it does not change between calls), and whose attributes we read without guards.
+_TRUSTED_PREFIXES = ("torch", "math", "operator", "functools", "itertools", "collections", "typing",
+                     "builtins", "numbers", "abc", "enum", "dataclasses", "warnings", "inspect")
+
+
+def is_trusted_module_name(name: str | None) -> bool:
+    if not name:
+        return False
+    return any(name == p or name.startswith(p + ".") for p in _TRUSTED_PREFIXES)
+
+
+def is_trusted_code(fn: types.FunctionType) -> bool:
+    return is_trusted_module_name(getattr(fn, "__module__", None))
+
+
+def is_torch_op(obj: Any) -> bool:
+    """A torch callable that becomes one graph node when called."""
+    if isinstance(obj, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+        return True
+    if isinstance(obj, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return getattr(obj, "__objclass__", None) in TORCH_TENSOR_CLASSES
+    if isinstance(obj, types.BuiltinFunctionType):
+        mod = getattr(obj, "__module__", None) or ""
+        return mod == "torch" or mod.startswith("torch.")
+    if isinstance(obj, types.FunctionType):
+        mod = obj.__module__ or ""
+        if mod.startswith("torch.nn.modules") or mod.startswith("torch.fx") or mod.startswith("torch.utils"):
+            return False
+        return mod == "torch" or mod.startswith("torch.")
+    return False

@@ -1,0 +1,304 @@
+"""The symbolic interpreter: one ``Tracer`` per trace, one ``Frame`` per (inlined) Python frame.
+
+A ``Frame`` holds everything CPython's frame would: decoded instructions, the next
+instruction index, the value stack, locals, cells, the active ``with`` contexts and the
+globals accessor.  ``Frame.step()`` runs exactly one instruction through the opcode table
+(``HANDLERS``, filled by the ``ops_*`` modules), so the interpreter can stop before any
+instruction and know its live stack and locals (what a graph break needs later).
+
+Calls to Python functions are inlined: a child ``Frame`` runs to completion on the same
+``Tracer`` (one graph, one guard set) and its return value is pushed on the caller's stack.
+"""
+from __future__ import annotations
+
+import inspect
+import linecache
+import traceback
+import types
+from typing import Any, Callable
+
+import torch
+
+from ..bytecode.instructions import Instr, decode
+from ..guards.build import GuardBuilder
+from . import rules
+from .exc import Unsupported
+from .graph_builder import GraphBuilder
+from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, Source
+from .values import (
+    NULL,
+    CellValue,
+    DictValue,
+    FunctionValue,
+    IteratorValue,
+    LazyValue,
+    NestedFunctionValue,
+    TupleValue,
+    Value,
+)
+from .wrap import wrap
+
+Handler = Callable[["Frame", Instr], None]
+HANDLERS: dict[str, Handler] = {}
+
+MAX_INLINE_DEPTH = 48
+
+
+def handler(*opnames: str) -> Callable[[Handler], Handler]:
+    """Register one handler for the given (normalized) opcode names."""
+    def deco(fn: Handler) -> Handler:
+        for name in opnames:
+            assert name not in HANDLERS, f"two handlers for {name}"
+            HANDLERS[name] = fn
+        return fn
+    return deco
+
+
+class Globals:
+    """How one frame reads its globals: the dict, the builtins, and the source of each name."""
+
+    def __init__(self, f_globals: dict, f_builtins: dict, source_of: Callable[[str], Source | None]):
+        self.f_globals = f_globals
+        self.f_builtins = f_builtins
+        self.source_of = source_of
+
+    def load(self, tx: "Tracer", name: str) -> Value:
+        if name in self.f_globals:
+            return tx.wrap(self.f_globals[name], self.source_of(name))
+        if name in self.f_builtins:
+            return tx.wrap(self.f_builtins[name], None)   # builtins are not guarded
+        raise Unsupported(f"name {name!r} is not defined", "The same code raises NameError in eager mode.")
+
+
+class Frame:
+    def __init__(self, tx: "Tracer", code: types.CodeType, f_locals: dict[str, Value],
+                 cells: dict[str, CellValue], globals_: Globals, parent: "Frame | None" = None):
+        self.tx = tx
+        self.code = code
+        self.instrs = tx.decoded(code)
+        self.ip = 0
+        self.stack: list[Value] = []
+        self.locals = f_locals
+        self.cells = cells
+        self.globals = globals_
+        self.parent = parent
+        self.kw_names: tuple[str, ...] = ()
+        self.ctx_stack: list[Value] = []          # active `with` contexts, innermost last
+        self.lineno: int = code.co_firstlineno
+        self.done = False
+        self.result: Value | None = None
+        self.yields: list[Value] | None = [] if code.co_flags & inspect.CO_GENERATOR else None
+
+    # -- stack ----------------------------------------------------------------------------------
+    def push(self, v: Value) -> None:
+        self.stack.append(self.tx.resolve(v))
+
+    def pop(self) -> Value:
+        return self.stack.pop()
+
+    def popn(self, n: int) -> list[Value]:
+        if n == 0:
+            return []
+        vals = self.stack[-n:]
+        del self.stack[-n:]
+        return vals
+
+    def peek(self, depth: int = 1) -> Value:
+        return self.stack[-depth]
+
+    def jump(self, target: int) -> None:
+        self.ip = target
+
+    def finish(self, v: Value) -> None:
+        self.result = v
+        self.done = True
+
+    # -- running ----------------------------------------------------------------------------------
+    def user_frame(self) -> traceback.FrameSummary:
+        line = linecache.getline(self.code.co_filename, self.lineno).strip() or None
+        return traceback.FrameSummary(self.code.co_filename, self.lineno, self.code.co_name, line=line)
+
+    def step(self) -> None:
+        inst = self.instrs[self.ip]
+        self.ip += 1
+        if inst.lineno is not None:
+            self.lineno = inst.lineno
+        h = HANDLERS.get(inst.opname)
+        if h is None:
+            raise Unsupported(f"unsupported bytecode {inst.opname}",
+                              "This Python construct is not supported inside a compiled region yet.")
+        h(self, inst)
+
+    def run(self) -> Value:
+        try:
+            while not self.done:
+                self.step()
+        except Unsupported as e:
+            e.user_stack.insert(0, self.user_frame())
+            raise
+        assert self.result is not None
+        return self.result
+
+
+class Tracer:
+    """State shared by every frame of one trace: the graph, the guards, wrapped objects."""
+
+    def __init__(self, frame_state, *, fullgraph: bool = False):
+        self.frame_state = frame_state
+        self.fullgraph = fullgraph
+        self.gb = GraphBuilder(torch.is_grad_enabled())
+        self.guards = GuardBuilder()
+        self.memo: dict[int, tuple[Any, Value]] = {}
+        self.gb.resolve = self.resolve
+        self.inference_mode = torch.is_inference_mode_enabled()
+        self.depth = 0
+        self._decoded: dict[types.CodeType, list[Instr]] = {}
+
+    def decoded(self, code: types.CodeType) -> list[Instr]:
+        instrs = self._decoded.get(code)
+        if instrs is None:
+            instrs = self._decoded[code] = decode(code)
+        return instrs
+
+    def wrap(self, obj: Any, source: Source | None, covered: bool = False) -> Value:
+        return wrap(self, obj, source, covered)
+
+    def resolve(self, v: Value) -> Value:
+        if isinstance(v, LazyValue):
+            return self.wrap(v.obj, v.source, v.covered)
+        return v
+
+    # -- the top frame --------------------------------------------------------------------------------
+    def top_frame(self) -> Frame:
+        fs = self.frame_state
+        code = fs.code
+        varnames = code.co_varnames
+        f_locals: dict[str, Value] = {}
+        for name, obj in fs.f_locals.items():
+            if name in varnames:
+                f_locals[name] = LazyValue(obj, _local_source(name, varnames.index(name)))
+        cells: dict[str, CellValue] = {}
+        for i, name in enumerate(code.co_freevars):
+            cell = fs.closure[i] if fs.closure else None
+            cells[name] = _external_cell(cell, ClosureSource(name, i))
+        globals_ = Globals(fs.f_globals, fs.f_builtins, GlobalSource)
+        return Frame(self, code, f_locals, cells, globals_)
+
+    # -- inlining -----------------------------------------------------------------------------------
+    def inline_call(self, parent: Frame, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        if isinstance(fn, FunctionValue):
+            f = fn.fn
+            code = f.__code__
+            defaults = tuple(self.wrap(d, _sub(fn.source, "__defaults__", i), fn.covered)
+                             for i, d in enumerate(f.__defaults__ or ()))
+            kwdefaults = {k: self.wrap(d, _sub(fn.source, "__kwdefaults__", k), fn.covered)
+                          for k, d in (f.__kwdefaults__ or {}).items()}
+            cells = {name: _external_cell(c, _closure_source(fn.source, i))
+                     for i, (name, c) in enumerate(zip(code.co_freevars, f.__closure__ or ()))}
+            globals_ = self._function_globals(f, fn.source)
+        elif isinstance(fn, NestedFunctionValue):
+            code = fn.code
+            defaults, kwdefaults = fn.defaults, fn.kwdefaults
+            cells = dict(zip(code.co_freevars, fn.closure))
+            globals_ = fn.frame_globals
+        else:  # pragma: no cover - calls.py only sends functions here
+            raise TypeError(fn)
+        if code.co_flags & (inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE):
+            raise Unsupported(f"calling async function {code.co_name}")
+        f_locals = bind_arguments(code, args, kwargs, defaults, kwdefaults)
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise Unsupported(f"call depth above {MAX_INLINE_DEPTH} while inlining {code.co_name}",
+                              "Recursion cannot be unrolled; restructure the function.")
+        child = Frame(self, code, f_locals, cells, globals_, parent)
+        self.depth += 1
+        try:
+            result = child.run()
+        finally:
+            self.depth -= 1
+        if child.yields is not None:            # a generator, run to exhaustion: its items
+            return IteratorValue(child.yields)
+        return result
+
+    def _function_globals(self, f: types.FunctionType, fn_source: Source | None) -> Globals:
+        fs = self.frame_state
+        if f.__globals__ is fs.f_globals:
+            return Globals(fs.f_globals, fs.f_builtins, GlobalSource)
+        if rules.is_trusted_code(f) or fn_source is None:
+            return Globals(f.__globals__, fs.f_builtins, lambda name: None)
+        base = AttrSource(fn_source, "__globals__")
+        return Globals(f.__globals__, fs.f_builtins, lambda name: ItemSource(base, name))
+
+
+def _local_source(name: str, index: int):
+    from .sources import LocalSource
+    return LocalSource(name, index)
+
+
+def _sub(source: Source | None, attr: str, key) -> Source | None:
+    return None if source is None else ItemSource(AttrSource(source, attr), key)
+
+
+def _closure_source(fn_source: Source | None, i: int) -> Source | None:
+    if fn_source is None:
+        return None
+    return AttrSource(ItemSource(AttrSource(fn_source, "__closure__"), i), "cell_contents")
+
+
+def _external_cell(cell, source: Source | None) -> CellValue:
+    try:
+        contents = cell.cell_contents
+    except (ValueError, AttributeError):      # an empty cell (name bound later in the outer frame)
+        return CellValue(None, external=True)
+    return CellValue(LazyValue(contents, source), external=True)
+
+
+def bind_arguments(code: types.CodeType, args: list[Value], kwargs: dict[str, Value],
+                   defaults: tuple[Value, ...], kwdefaults: dict[str, Value]) -> dict[str, Value]:
+    """Python's argument binding, over values (raises Unsupported where Python raises TypeError)."""
+    name = code.co_name
+    nargs, nposonly, nkwonly = code.co_argcount, code.co_posonlyargcount, code.co_kwonlyargcount
+    names = code.co_varnames
+    pos_names = names[:nargs]
+    kwonly_names = names[nargs:nargs + nkwonly]
+    i = nargs + nkwonly
+    varargs = names[i] if code.co_flags & inspect.CO_VARARGS else None
+    varkw = names[i + (1 if varargs else 0)] if code.co_flags & inspect.CO_VARKEYWORDS else None
+
+    def type_error(msg: str) -> Unsupported:
+        return Unsupported(f"{name}() {msg}", "The same call raises TypeError in eager mode.")
+
+    bound: dict[str, Value] = dict(zip(pos_names, args))
+    extra = list(args[nargs:])
+    if extra and varargs is None:
+        raise type_error(f"takes {nargs} positional arguments but {len(args)} were given")
+    if varargs is not None:
+        bound[varargs] = TupleValue(extra)
+    extra_kw: dict[Any, Value] = {}
+    for k, v in kwargs.items():
+        if k in kwonly_names or (k in pos_names and pos_names.index(k) >= nposonly):
+            if k in bound:
+                raise type_error(f"got multiple values for argument {k!r}")
+            bound[k] = v
+        elif varkw is not None:
+            extra_kw[k] = v
+        else:
+            raise type_error(f"got an unexpected keyword argument {k!r}")
+    if varkw is not None:
+        bound[varkw] = DictValue(extra_kw)
+    first_default = nargs - len(defaults)
+    for j, pname in enumerate(pos_names):
+        if pname not in bound:
+            if j >= first_default:
+                bound[pname] = defaults[j - first_default]
+            else:
+                raise type_error(f"missing required positional argument {pname!r}")
+    for pname in kwonly_names:
+        if pname not in bound:
+            if pname in kwdefaults:
+                bound[pname] = kwdefaults[pname]
+            else:
+                raise type_error(f"missing required keyword-only argument {pname!r}")
+    return bound
+
+
+__all__ = ["Frame", "Globals", "HANDLERS", "NULL", "Tracer", "bind_arguments", "handler"]

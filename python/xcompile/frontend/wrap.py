@@ -1,0 +1,201 @@
+"""Real objects from outside the frame -> symbolic values, installing the guards they need.
+
+``wrap(tx, obj, source, covered)`` is the only way an outside object enters the trace.
+The rows of ``_ROWS`` are tried in order; each row says which value class the object
+becomes and which guard protects what the trace assumes about it.
+
+``covered``: the object's identity is already pinned by an enclosing guard (read through
+a module under MODULE_TREE), so only mutable contents still need guards.
+Objects without a source (read by trusted library code) get no guards.
+"""
+from __future__ import annotations
+
+import functools
+import types
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from . import rules
+from .exc import Unsupported
+from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, Source
+from .values import (
+    BoundMethodValue,
+    BuiltinValue,
+    ClassValue,
+    ConstantValue,
+    DictValue,
+    FunctionValue,
+    LazyValue,
+    ListValue,
+    ModuleValue,
+    PartialValue,
+    PythonModuleValue,
+    TorchOpValue,
+    TupleValue,
+    UserObjectValue,
+    Value,
+    is_constant,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+
+def _root(src: Source) -> Source:
+    while isinstance(src, (AttrSource, ItemSource)):
+        src = src.base
+    return src
+
+
+def _needs_guard(source, covered) -> bool:
+    return source is not None and not covered
+
+
+def _tensor(tx: "Tracer", t: torch.Tensor, source, covered) -> Value:
+    if type(t) not in (torch.Tensor, torch.nn.Parameter):
+        raise Unsupported(f"tensor subclass {type(t).__name__}", "Pass plain torch.Tensor inputs.")
+    known = tx.gb.by_id.get(id(t))
+    if known is not None:
+        return known
+    if covered or source is None:
+        return tx.gb.get_attr(t, source)
+    tx.guards.tensor_input(source, t)
+    return tx.gb.placeholder(t, source)
+
+
+def _module(tx, m, source, covered) -> Value:
+    if _needs_guard(source, covered):
+        tx.guards.module_tree(source, m)
+    return ModuleValue(m, source=source, covered=True)
+
+
+def _constant(tx, obj, source, covered) -> Value:
+    if _needs_guard(source, covered):
+        tx.guards.constant(source, obj)
+    return ConstantValue(obj, source=source, covered=True)
+
+
+def _lazy_items(seq, source, covered) -> list[Value]:
+    return [LazyValue(o, ItemSource(source, i) if source is not None else None, covered)
+            for i, o in enumerate(seq)]
+
+
+def _list(tx, obj, source, covered) -> Value:
+    if source is not None:
+        tx.guards.sequence(source, obj, type_known=covered)   # contents are mutable: always LENGTH_CHECK
+    return ListValue(_lazy_items(obj, source, False), source=source, covered=covered)
+
+
+def _tuple(tx, obj, source, covered) -> Value:
+    if _needs_guard(source, covered):
+        tx.guards.sequence(source, obj)
+    cls = type(obj) if type(obj) is not tuple else tuple
+    return TupleValue(_lazy_items(obj, source, covered), cls=cls, source=source, covered=covered)
+
+
+def _dict(tx, obj, source, covered) -> Value:
+    if not all(is_constant(k) for k in obj):
+        raise Unsupported("dict with non-constant keys", "Use str/int keys.")
+    if source is not None:
+        tx.guards.sequence(source, obj, type_known=covered)
+    items = {k: LazyValue(v, ItemSource(source, k) if source is not None else None, False)
+             for k, v in obj.items()}
+    return DictValue(items, source=source, covered=covered)
+
+
+def _identity_guarded(make: Callable) -> Callable:
+    def row(tx, obj, source, covered):
+        if _needs_guard(source, covered):
+            tx.guards.identity(source, obj)
+        return make(obj, source)
+    return row
+
+
+def _bound_method(tx, obj: types.MethodType, source, covered) -> Value:
+    func = tx.wrap(obj.__func__, AttrSource(source, "__func__") if source is not None else None, covered)
+    self_v = tx.wrap(obj.__self__, AttrSource(source, "__self__") if source is not None else None, covered)
+    return BoundMethodValue(func, self_v, source=source)
+
+
+def _partial(tx, obj: functools.partial, source, covered) -> Value:
+    def sub(attr, key=None):
+        if source is None:
+            return None
+        s = AttrSource(source, attr)
+        return s if key is None else ItemSource(s, key)
+    if _needs_guard(source, covered):
+        tx.guards.object_type(source, obj)
+    func = tx.wrap(obj.func, sub("func"), covered)
+    args = [tx.wrap(a, sub("args", i), covered) for i, a in enumerate(obj.args)]
+    kwargs = {k: tx.wrap(v, sub("keywords", k), covered) for k, v in obj.keywords.items()}
+    return PartialValue(func, args, kwargs)
+
+
+def _user_object(tx, obj, source, covered) -> Value:
+    if _needs_guard(source, covered):
+        if isinstance(_root(source), (GlobalSource, ClosureSource)):
+            tx.guards.identity(source, obj)
+        else:
+            tx.guards.object_type(source, obj)
+    return UserObjectValue(obj, source=source, covered=covered)
+
+
+def _is_builtin_callable(obj) -> bool:
+    return isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)) or obj in _builtin_table()
+
+
+@functools.lru_cache(None)
+def _builtin_table():
+    from .builtins_rules import BUILTINS
+    return BUILTINS
+
+
+def _is_plain_dict(obj) -> bool:
+    return type(obj) in (dict,) or type(obj).__name__ == "OrderedDict" and isinstance(obj, dict)
+
+
+_ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
+    (lambda o: isinstance(o, torch.Tensor), _tensor),
+    (lambda o: isinstance(o, torch.nn.Module), _module),
+    (is_constant, _constant),
+    (lambda o: type(o) is list, _list),
+    (lambda o: isinstance(o, tuple), _tuple),
+    (_is_plain_dict, _dict),
+    (lambda o: o in rules.FOLD_AT_TRACE or o in rules.FORBIDDEN or rules.is_torch_op(o),
+     _identity_guarded(lambda o, s: TorchOpValue(o, source=s))),
+    (lambda o: isinstance(o, types.FunctionType), _identity_guarded(lambda o, s: FunctionValue(o, source=s))),
+    (lambda o: isinstance(o, types.MethodType), _bound_method),
+    (lambda o: isinstance(o, types.ModuleType),
+     _identity_guarded(lambda o, s: PythonModuleValue(o, source=s))),
+    (lambda o: isinstance(o, type), _identity_guarded(lambda o, s: ClassValue(o, source=s))),
+    (lambda o: isinstance(o, functools.partial), _partial),
+    (lambda o: _is_hashable(o) and _is_builtin_callable(o),
+     _identity_guarded(lambda o, s: BuiltinValue(o, source=s))),
+    (lambda o: True, _user_object),
+]
+
+
+def _is_hashable(o) -> bool:
+    try:
+        hash(o)
+        return True
+    except TypeError:
+        return False
+
+
+# Objects whose value carries identity (a mutation through one path must be seen through another).
+_MEMO_TYPES = (list, dict, torch.nn.Module)
+
+
+def wrap(tx: "Tracer", obj: Any, source: Source | None, covered: bool = False) -> Value:
+    memo_key = id(obj) if isinstance(obj, _MEMO_TYPES) else None
+    if memo_key is not None and memo_key in tx.memo:
+        return tx.memo[memo_key][1]
+    for pred, make in _ROWS:
+        if pred(obj):
+            v = make(tx, obj, source, covered)
+            break
+    if memo_key is not None:
+        tx.memo[memo_key] = (obj, v)
+    return v
