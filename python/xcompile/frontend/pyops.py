@@ -44,6 +44,8 @@ def fold(fn: Callable, *args: Any, what: str = "") -> Value:
     except Exception as e:
         raise Unsupported(f"{what or getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}",
                           "The same code raises in eager mode.") from e
+    if type(r) is list and all(is_constant(x) for x in r):
+        return ListValue([ConstantValue(x) for x in r])
     if not is_constant(r):
         raise Unsupported(f"{what or getattr(fn, '__name__', fn)} produced a {type(r).__name__}")
     return ConstantValue(r)
@@ -85,13 +87,13 @@ def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
         return tx.gb.call("call_function", op, (a, b))
     ca, va = as_constant(a)
     cb, vb = as_constant(b)
-    if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
-        return fold(op, va, vb)
-    base = _INPLACE.get(op, op)
     if isinstance(a, ListValue) and op is operator.iadd:
         _check_mutable(a, "list +=")
         a.items.extend(items_of(tx, b))
         return a
+    if ca and cb and not isinstance(a, ListValue) and not isinstance(b, ListValue):
+        return fold(op, va, vb)
+    base = _INPLACE.get(op, op)
     if base is operator.add:
         ia, ib = _seq_items(a), _seq_items(b)
         if ia is not None and ib is not None:
