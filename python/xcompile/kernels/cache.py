@@ -1,0 +1,154 @@
+"""Building and caching kernels on disk, by source hash.
+
+C++ kernels are built with the system compiler in a thread pool; each becomes
+``<cache_dir>/cpp/<hash>.so`` (written to a temporary name, then renamed, so concurrent
+processes never see half a file).  Triton kernels are Python modules under
+``<cache_dir>/triton/``.  A process that finds the file builds nothing.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import ctypes
+import functools
+import hashlib
+import importlib.util
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .. import config
+
+CPP_FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-shared",
+             "-fPIC", "-std=gnu++17", "-w"]
+
+
+class KernelBuildError(RuntimeError):
+    """The C++ compiler is missing or rejected a kernel."""
+
+
+def cache_dir() -> Path:
+    d = getattr(config, "cache_dir", None) or os.environ.get("XCOMPILE_CACHE_DIR") or \
+        os.path.expanduser("~/.cache/xcompile")
+    return Path(d)
+
+
+def compiler() -> str:
+    return getattr(config, "cpp_compiler", None) or os.environ.get("CXX") or "g++"
+
+
+@functools.lru_cache(None)
+def _machine() -> str:
+    """What -march=native depends on: the CPU model and flags."""
+    info = platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags")):
+                    info += line
+                if line.startswith("flags"):
+                    break
+    except OSError:
+        pass
+    return info
+
+
+def _link_flags() -> list[str]:
+    from .cpp_prelude import have_libmvec
+    return ["-lmvec", "-lm"] if have_libmvec() else ["-lm"]
+
+
+def cpp_key(source: str) -> str:
+    h = hashlib.sha256()
+    for part in (source, compiler(), " ".join(CPP_FLAGS + _link_flags()), _machine()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()[:32]
+
+
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        workers = getattr(config, "compile_threads", None) or max(2, os.cpu_count() or 2)
+        _pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="xcompile-build")
+    return _pool
+
+
+def build_cpp(source: str, key: str | None = None) -> Path:
+    """The path of the shared object for ``source``, building it if no process has yet."""
+    key = key or cpp_key(source)
+    d = cache_dir() / "cpp"
+    so = d / f"{key}.so"
+    if so.exists():
+        return so
+    d.mkdir(parents=True, exist_ok=True)
+    cc = compiler()
+    if shutil.which(cc) is None:
+        raise KernelBuildError(f"C++ compiler {cc!r} not found (set CXX or xcompile.config.cpp_compiler)")
+    src = d / f"{key}.cpp"
+    with tempfile.NamedTemporaryFile("w", dir=d, suffix=".cpp", delete=False) as f:
+        f.write(source)
+    os.replace(f.name, src)
+    fd, tmp = tempfile.mkstemp(dir=d, suffix=".so")
+    os.close(fd)
+    cmd = [cc, *CPP_FLAGS, str(src), "-o", tmp, *_link_flags()]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        os.unlink(tmp)
+        raise KernelBuildError(f"running {cc!r} failed: {e}") from e
+    if proc.returncode != 0:
+        os.unlink(tmp)
+        raise KernelBuildError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
+    os.replace(tmp, so)
+    return so
+
+
+def build_cpp_many(sources: list[str]) -> list[Path]:
+    """Build several kernels at once (the thread pool runs the compilers in parallel)."""
+    keys = [cpp_key(s) for s in sources]
+    todo = {k: s for k, s in zip(keys, sources) if not (cache_dir() / "cpp" / f"{k}.so").exists()}
+    if len(todo) > 1:
+        futures = {k: pool().submit(build_cpp, s, k) for k, s in todo.items()}
+        for f in futures.values():
+            f.result()
+    return [build_cpp(s, k) for k, s in zip(keys, sources)]
+
+
+_loaded: dict[str, ctypes.CDLL] = {}
+
+
+def load_cpp(path: Path, symbol: str = "kernel", nargs: int = 0):
+    lib = _loaded.get(str(path))
+    if lib is None:
+        lib = _loaded[str(path)] = ctypes.CDLL(str(path))
+    fn = getattr(lib, symbol)
+    fn.argtypes = [ctypes.c_void_p] * nargs
+    fn.restype = None
+    return fn
+
+
+def load_python_module(source: str, prefix: str = "triton"):
+    """Write ``source`` under the cache (by hash) and import it (Triton needs a real file)."""
+    key = hashlib.sha256(source.encode()).hexdigest()[:32]
+    d = cache_dir() / prefix
+    path = d / f"k{key}.py"
+    if not path.exists():
+        d.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile("w", dir=d, suffix=".py", delete=False) as f:
+            f.write(source)
+        os.replace(f.name, path)
+    name = f"xcompile_kernels_{prefix}_{key}"
+    mod = sys.modules.get(name)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod
+        spec.loader.exec_module(mod)
+    return mod

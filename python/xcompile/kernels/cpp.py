@@ -1,0 +1,471 @@
+"""C++/OpenMP emitter: one ``extern "C"`` function per fused group over raw pointers.
+
+No torch headers, so a kernel builds in a fraction of a second.  The outer loop runs under
+``#pragma omp parallel for`` when the work is large enough; the innermost loop carries
+``#pragma omp simd`` so g++ -O3 -march=native vectorizes it.  Reductions keep 16 lanes of
+accumulators (the lane loop vectorizes, including Welford and argmax), then fold the lanes
+and the scalar tail in index order.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import sympy
+import torch
+
+from .. import config
+from .cpp_prelude import have_libmvec, prelude
+from .fusion import Group
+from .ir import FloorDiv, ModIndex, Ops, simplify_index
+from .loops import LoopNest, node_indices, plan_loops
+
+LANES = 16
+
+STORAGE_CTYPE = {
+    torch.float32: "float", torch.float64: "double", torch.float16: "_Float16", torch.bfloat16: "uint16_t",
+    torch.int8: "int8_t", torch.uint8: "uint8_t", torch.int16: "int16_t", torch.int32: "int32_t",
+    torch.int64: "int64_t", torch.bool: "bool",
+}
+
+
+def value_ctype(dtype: torch.dtype) -> str:
+    """The C type a value of ``dtype`` is computed in (half types compute in float)."""
+    if dtype in (torch.float16, torch.bfloat16):
+        return "float"
+    return STORAGE_CTYPE[dtype]
+
+
+def cexpr(e) -> str:
+    """A sympy index expression as C (all variables are non-negative int64_t)."""
+    e = sympy.sympify(e)
+    if e.is_Integer:
+        return str(int(e))
+    if e.is_Symbol:
+        return e.name
+    if e.is_Add:
+        return "(" + " + ".join(cexpr(a) for a in e.as_ordered_terms()) + ")"
+    if e.is_Mul:
+        return "(" + "*".join(cexpr(a) for a in e.args) + ")"
+    if isinstance(e, FloorDiv):
+        return f"({cexpr(e.args[0])} / {cexpr(e.args[1])})"
+    if isinstance(e, ModIndex):
+        return f"({cexpr(e.args[0])} % {cexpr(e.args[1])})"
+    if isinstance(e, sympy.Min):
+        out = cexpr(e.args[0])
+        for a in e.args[1:]:
+            out = f"xc_imin({out}, {cexpr(a)})"
+        return out
+    if isinstance(e, sympy.Max):
+        out = cexpr(e.args[0])
+        for a in e.args[1:]:
+            out = f"xc_imax({out}, {cexpr(a)})"
+        return out
+    if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+        return "(" + "*".join([cexpr(e.base)] * int(e.exp)) + ")"
+    raise NotImplementedError(f"index expression {e}")
+
+
+def cconst(value, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if not dtype.is_floating_point:
+        v = int(value)
+        return f"(({STORAGE_CTYPE[dtype]}){v}LL)" if v >= 0 else f"(({STORAGE_CTYPE[dtype]})({v}LL))"
+    v = float(value)
+    if dtype in (torch.float16, torch.bfloat16):
+        v = float(torch.tensor(v, dtype=dtype).item())
+    suffix = "" if dtype == torch.float64 else "f"
+    if math.isnan(v):
+        return f"__builtin_nan{suffix}(\"\")"
+    if math.isinf(v):
+        return f"{'-' if v < 0 else ''}__builtin_inf{suffix}()"
+    return repr(v) + suffix if "e" in repr(v) or "." in repr(v) else f"{repr(v)}.0{suffix}"
+
+
+# pointwise op -> C format ({0}, {1}: argument variables)
+CPP_OPS = {
+    "add": "{0} + {1}", "sub": "{0} - {1}", "mul": "{0} * {1}", "truediv": "{0} / {1}",
+    "neg": "-{0}", "floordiv": "xc_floordiv({0}, {1})", "truncdiv": "xc_truncdiv({0}, {1})",
+    "remainder": "xc_remainder({0}, {1})", "fmod": "xc_fmod({0}, {1})", "pow": "xc_pow({0}, {1})",
+    "minimum": "xc_minimum({0}, {1})", "maximum": "xc_maximum({0}, {1})", "atan2": "xc_atan2({0}, {1})",
+    "hypot": "xc_hypot({0}, {1})", "copysign": "xc_copysign({0}, {1})",
+    "bitwise_and": "{0} & {1}", "bitwise_or": "{0} | {1}", "bitwise_xor": "{0} ^ {1}",
+    "bitwise_not": "~{0}", "lshift": "xc_lshift({0}, {1})", "rshift": "xc_rshift({0}, {1})",
+    "eq": "{0} == {1}", "ne": "{0} != {1}", "lt": "{0} < {1}", "le": "{0} <= {1}", "gt": "{0} > {1}",
+    "ge": "{0} >= {1}", "logical_and": "{0} && {1}", "logical_or": "{0} || {1}",
+    "logical_xor": "{0} != {1}", "logical_not": "!{0}", "isnan": "{0} != {0}",
+    "isinf": "xc_isinf({0})", "signbit": "xc_signbit({0})", "square": "{0} * {0}",
+    "abs": "xc_abs({0})", "reciprocal": "xc_reciprocal({0})", "sign": "xc_sign({0})",
+    "relu": "xc_relu({0})", "sigmoid": "xc_sigmoid({0})", "sqrt": "xc_sqrt({0})", "rsqrt": "xc_rsqrt({0})",
+    "floor": "xc_floor({0})", "ceil": "xc_ceil({0})", "trunc": "xc_trunc({0})", "round": "xc_round({0})",
+}
+for _f in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos",
+           "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma"):
+    CPP_OPS[_f] = f"xc_{_f}({{0}})"
+
+
+@dataclasses.dataclass(frozen=True)
+class CV:
+    """A C value: a variable name or literal, and its dtype."""
+
+    expr: str
+    dtype: torch.dtype
+
+    def __str__(self):
+        return self.expr
+
+
+@dataclasses.dataclass
+class Acc:
+    name: str
+    rtype: str
+    value: CV
+    rindex: str
+    dtype: torch.dtype          # accumulator dtype
+
+
+def _identity(rtype: str, dtype: torch.dtype) -> str:
+    ct = value_ctype(dtype)
+    if rtype in ("sum", "welford"):
+        return cconst(0, dtype)
+    if rtype == "prod":
+        return cconst(1, dtype)
+    if rtype == "any":
+        return "false"
+    if rtype == "all":
+        return "true"
+    lowest = rtype in ("max", "argmax")
+    if dtype == torch.bool:
+        return "false" if lowest else "true"
+    if dtype.is_floating_point:
+        return ("-" if lowest else "") + f"std::numeric_limits<{ct}>::infinity()"
+    return f"std::numeric_limits<{ct}>::{'lowest' if lowest else 'max'}()"
+
+
+_COMBINE = {"sum": "{a} + {v}", "prod": "{a} * {v}", "any": "{a} || {v}", "all": "{a} && {v}",
+            "max": "({a} != {a} || {a} > {v}) ? {a} : {v}", "min": "({a} != {a} || {a} < {v}) ? {a} : {v}"}
+
+
+class CppOps(Ops):
+    """Turns ops calls into C statements in the writer's current block."""
+
+    def __init__(self, w: "CppKernelWriter"):
+        self.w = w
+
+    def load(self, name, index):
+        w = self.w
+        if name in w.locals:
+            return w.locals[name]
+        dtype = w.buffers[name].dtype
+        ptr = w.param(name, write=False)
+        expr = f"{ptr}[{w.index(name, index)}]"
+        if dtype == torch.float16:
+            expr = f"xc_h2f({expr})"
+        elif dtype == torch.bfloat16:
+            expr = f"xc_bf2f({expr})"
+        return w.emit(expr, dtype)
+
+    def store(self, name, index, value):
+        w = self.w
+        w.locals[name] = value
+        if name in w.stores:
+            ptr = w.param(name, write=True)
+            w.line(f"{ptr}[{w.index(name, index)}] = {w.convert(value, w.buffers[name].dtype)};")
+
+    def store_reduction(self, name, index, value):
+        self.w.pending.append((name, index, value))
+
+    def reduction(self, rtype, value, rindex, src_dtype, dtype):
+        w = self.w
+        acc = Acc(f"acc{len(w.all_accs)}", rtype, value, cexpr(rindex), src_dtype)
+        w.accs.append(acc)
+        w.all_accs.append(acc)
+        if rtype == "welford":
+            return CV(f"{acc.name}_mean", src_dtype), CV(f"{acc.name}_m2", src_dtype)
+        if rtype in ("argmax", "argmin"):
+            return CV(f"{acc.name}_idx", torch.int64)
+        return CV(acc.name, dtype)
+
+    def constant(self, value, dtype):
+        return CV(cconst(value, dtype), dtype)
+
+    def index_expr(self, expr, dtype):
+        e = simplify_index(sympy.expand(expr), self.w.nest.ranges)
+        return self.w.emit(f"({value_ctype(dtype)})({cexpr(e)})", dtype)
+
+    def to_dtype(self, x, dtype):
+        if x.dtype == dtype:
+            return x
+        return self.w.emit(self.w.convert_value(x, dtype), dtype)
+
+    def where(self, cond, a, b):
+        return self.w.emit(f"{cond} ? {a} : {b}", a.dtype)
+
+    def indirect_indexing(self, x, size):
+        w = self.w
+        name = f"ind{w.counter}"
+        w.counter += 1
+        w.line(f"int64_t {name} = xc_index((int64_t)({x}), {size});")
+        return sympy.Symbol(name, integer=True, nonnegative=True)
+
+    def pointwise(self, op, *args):
+        dt = args[0].dtype
+        if op in ("isnan", "isinf") and not dt.is_floating_point:
+            return CV("false", torch.bool)
+        if op == "floordiv" and dt == torch.bool:
+            raise NotImplementedError("floordiv on bool")
+        fmt = CPP_OPS.get(op)
+        if fmt is None:
+            raise NotImplementedError(f"no C++ for op {op}")
+        out_dt = torch.bool if op in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+                                      "logical_xor", "logical_not", "isnan", "isinf", "signbit") else dt
+        expr = fmt.format(*[str(a) for a in args])
+        if dt == torch.float16 and out_dt == dt:
+            expr = f"xc_round_h({expr})"
+        elif dt == torch.bfloat16 and out_dt == dt:
+            expr = f"xc_round_bf({expr})"
+        elif out_dt != torch.bool and dt in (torch.int8, torch.uint8, torch.int16, torch.int32, torch.bool):
+            expr = f"({value_ctype(out_dt)})({expr})"  # C promotes small ints to int
+        return self.w.emit(expr, out_dt)
+
+
+class CppKernelWriter:
+    def __init__(self, group: Group, buffers: dict, name: str):
+        self.group = group
+        self.buffers = buffers
+        self.name = name
+        self.nest: LoopNest = plan_loops(group, buffers)
+        self.stores = set(group.stores)
+        self.params: dict[str, tuple[str, bool]] = {}   # buffer -> (param name, written)
+        self.locals: dict[str, CV] = {}
+        self.cse: dict[str, CV] = {}
+        self.block: list[str] = []
+        self.accs: list[Acc] = []
+        self.all_accs: list[Acc] = []
+        self.pending: list = []
+        self.counter = 0
+        self.ops = CppOps(self)
+
+    # -- small helpers ---------------------------------------------------------------------------
+    def param(self, name: str, write: bool) -> str:
+        if name not in self.params:
+            n_in = sum(1 for _, w in self.params.values() if not w)
+            n_out = sum(1 for _, w in self.params.values() if w)
+            self.params[name] = (f"out_ptr{n_out}" if write or name in self.stores else f"in_ptr{n_in}",
+                                 write or name in self.stores)
+        return self.params[name][0]
+
+    def index(self, name: str, index) -> str:
+        flat = self.buffers[name].layout.flat_index(index)
+        return cexpr(simplify_index(sympy.expand(flat), self.nest.ranges))
+
+    def line(self, text: str) -> None:
+        self.block.append(text)
+
+    def emit(self, expr: str, dtype: torch.dtype) -> CV:
+        key = f"{expr}:{dtype}"
+        if key in self.cse:
+            return self.cse[key]
+        name = f"tmp{self.counter}"
+        self.counter += 1
+        self.line(f"{value_ctype(dtype)} {name} = {expr};")
+        v = CV(name, dtype)
+        self.cse[key] = v
+        return v
+
+    def convert_value(self, x: CV, dtype: torch.dtype) -> str:
+        if dtype == torch.bool:
+            return f"({x} != 0)"
+        if dtype == torch.float16:
+            return f"xc_round_h((float)({x}))"
+        if dtype == torch.bfloat16:
+            return f"xc_round_bf((float)({x}))"
+        return f"({value_ctype(dtype)})({x})"
+
+    def convert(self, x: CV, dtype: torch.dtype) -> str:
+        """``x`` as the storage type of a ``dtype`` buffer."""
+        if dtype == torch.float16:
+            return f"(_Float16)({x})"
+        if dtype == torch.bfloat16:
+            return f"xc_f2bf((float)({x}))"
+        if x.dtype == dtype:
+            return str(x)
+        if dtype == torch.bool:
+            return f"({x} != 0)"
+        return f"({STORAGE_CTYPE[dtype]})({x})"
+
+    # -- the kernel -----------------------------------------------------------------------------------
+    def generate(self) -> str:
+        g, nest = self.group, self.nest
+        xnodes = [n for n in g.nodes if g.level[n] == "x"]
+        rnodes = [n for n in g.nodes if g.level[n] == "r"]
+        phases = sorted({g.phase[n] for n in g.nodes})
+        body: list[str] = []
+        for p in range(max(phases) + 1 if phases else 1):
+            self.block = []
+            for n in xnodes:
+                if g.phase[n] == p:
+                    idx, ridx = node_indices(g, nest, n)
+                    n.run(self.ops, idx, ridx)
+            body += self.block
+            loop_nodes = [n for n in rnodes if g.phase[n] == p]
+            if loop_nodes:
+                body += self.reduction_loop(loop_nodes)
+        work = nest.xnumel * max(nest.rnumel, 1)
+        parallel = (work >= getattr(config, "cpp_parallel_threshold", 32768) and nest.xsizes and
+                    nest.xsizes[0] >= 2)
+        code = self.wrap_x_loops(body, parallel, simd_inner=not g.is_reduction)
+        args = []
+        for buf, (pname, written) in self.params.items():
+            ct = STORAGE_CTYPE[self.buffers[buf].dtype]
+            args.append(f"{'' if written else 'const '}{ct}* __restrict {pname}")
+        sig = f'extern "C" void kernel({", ".join(args)})'
+        return "\n".join([sig, "{"] + ["    " + ln for ln in code] + ["}"])
+
+    def wrap_x_loops(self, body: list[str], parallel: bool, simd_inner: bool) -> list[str]:
+        nest = self.nest
+        code = body
+        n = len(nest.xvars)
+        for i in reversed(range(n)):
+            v, s = nest.xvars[i], nest.xsizes[i]
+            pragma = []
+            if i == 0 and parallel:
+                pragma = ["#pragma omp parallel for simd" if (n == 1 and simd_inner)
+                          else "#pragma omp parallel for"]
+            elif i == n - 1 and simd_inner:
+                pragma = ["#pragma omp simd"]
+            code = pragma + [f"for (int64_t {v} = 0; {v} < {s}; {v}++)", "{"] + \
+                ["    " + ln for ln in code] + ["}"]
+        return code
+
+    def reduction_loop(self, nodes) -> list[str]:
+        """One loop over the reduction dims running ``nodes`` (r-level pointwise and reductions)."""
+        g, nest = self.group, self.nest
+        saved_locals, saved_cse = dict(self.locals), dict(self.cse)
+        self.block, self.accs, self.pending = [], [], []
+        for n in nodes:
+            idx, ridx = node_indices(g, nest, n)
+            n.run(self.ops, idx, ridx)
+        inner, accs, pending = self.block, self.accs, self.pending
+        self.locals, self.cse = saved_locals, saved_cse
+        rv, rs = nest.rvars, nest.rsizes
+        out: list[str] = []
+        if not accs:
+            code = inner
+            for i in reversed(range(len(rv))):
+                pragma = ["#pragma omp simd"] if i == len(rv) - 1 else []
+                code = pragma + [f"for (int64_t {rv[i]} = 0; {rv[i]} < {rs[i]}; {rv[i]}++)", "{"] + \
+                    ["    " + ln for ln in code] + ["}"]
+            return code
+        for a in accs:
+            out += self.acc_decl(a)
+        last, size = rv[-1], rs[-1]
+        nvec = size // LANES * LANES
+        lane_loop = []
+        if nvec:
+            counts = [f"{a.name}_n += 1; {value_ctype(a.dtype)} {a.name}_w = "
+                      f"({value_ctype(a.dtype)})1 / ({value_ctype(a.dtype)}){a.name}_n;"
+                      for a in accs if a.rtype == "welford"]
+            lane_body = [f"int64_t {last} = {last}_b + {last}_l;"] + inner + \
+                [ln for a in accs for ln in self.lane_update(a)]
+            lane_loop = [f"for (int64_t {last}_b = 0; {last}_b < {nvec}; {last}_b += {LANES})", "{"] + \
+                ["    " + c for c in counts] + \
+                ["    #pragma omp simd",
+                 f"    for (int64_t {last}_l = 0; {last}_l < {LANES}; {last}_l++)", "    {"] + \
+                ["        " + ln for ln in lane_body] + ["    }", "}"]
+        tail_loop = []
+        if nvec < size:
+            tail_body = inner + [ln for a in accs for ln in self.tail_update(a)]
+            tail_loop = [f"for (int64_t {last} = {nvec}; {last} < {size}; {last}++)", "{"] + \
+                ["    " + ln for ln in tail_body] + ["}"]
+        code = lane_loop + tail_loop
+        for i in reversed(range(len(rv) - 1)):
+            code = [f"for (int64_t {rv[i]} = 0; {rv[i]} < {rs[i]}; {rv[i]}++)", "{"] + \
+                ["    " + ln for ln in code] + ["}"]
+        out += code
+        for a in accs:
+            out += self.acc_final(a)
+        # the reduction results are per-row values from here on
+        self.block = []
+        for name, index, value in pending:
+            self.ops.store(name, index, value)
+        out += self.block
+        return out
+
+    def acc_decl(self, a: Acc) -> list[str]:
+        ct = value_ctype(a.dtype)
+        init = _identity(a.rtype, a.dtype)
+        if a.rtype == "welford":
+            return [f"{ct} {a.name}_vm[{LANES}] = {{}}; {ct} {a.name}_vm2[{LANES}] = {{}}; "
+                    f"int64_t {a.name}_n = 0;",
+                    f"{ct} {a.name}_tm = 0; {ct} {a.name}_tm2 = 0; int64_t {a.name}_tn = 0;"]
+        lines = [f"{ct} {a.name}_v[{LANES}]; {ct} {a.name}_t = {init};",
+                 f"for (int l = 0; l < {LANES}; l++) {a.name}_v[l] = {init};"]
+        if a.rtype in ("argmax", "argmin"):
+            lines.append(f"int64_t {a.name}_vi[{LANES}] = {{}}; int64_t {a.name}_ti = 0;")
+        return lines
+
+    def lane_update(self, a: Acc) -> list[str]:
+        lane = f"{self.nest.rvars[-1]}_l"
+        v, n = a.value, a.name
+        if a.rtype == "welford":
+            return [f"{{ auto d = {v} - {n}_vm[{lane}]; {n}_vm[{lane}] += d * {n}_w; "
+                    f"{n}_vm2[{lane}] += d * ({v} - {n}_vm[{lane}]); }}"]
+        if a.rtype in ("argmax", "argmin"):
+            cmp = ">" if a.rtype == "argmax" else "<"
+            return [f"{{ bool take = ({v} {cmp} {n}_v[{lane}]) || ({v} != {v} && {n}_v[{lane}] == {n}_v[{lane}]);",
+                    f"  {n}_v[{lane}] = take ? {v} : {n}_v[{lane}]; "
+                    f"{n}_vi[{lane}] = take ? (int64_t)({a.rindex}) : {n}_vi[{lane}]; }}"]
+        return [f"{n}_v[{lane}] = " + _COMBINE[a.rtype].format(a=f"{n}_v[{lane}]", v=v) + ";"]
+
+    def tail_update(self, a: Acc) -> list[str]:
+        v, n = a.value, a.name
+        if a.rtype == "welford":
+            ct = value_ctype(a.dtype)
+            return [f"{{ {n}_tn += 1; auto d = {v} - {n}_tm; {n}_tm += d / ({ct}){n}_tn; "
+                    f"{n}_tm2 += d * ({v} - {n}_tm); }}"]
+        if a.rtype in ("argmax", "argmin"):
+            cmp = ">" if a.rtype == "argmax" else "<"
+            return [f"{{ bool take = ({v} {cmp} {n}_t) || ({v} != {v} && {n}_t == {n}_t);",
+                    f"  {n}_t = take ? {v} : {n}_t; {n}_ti = take ? (int64_t)({a.rindex}) : {n}_ti; }}"]
+        return [f"{n}_t = " + _COMBINE[a.rtype].format(a=f"{n}_t", v=v) + ";"]
+
+    def acc_final(self, a: Acc) -> list[str]:
+        ct = value_ctype(a.dtype)
+        n = a.name
+        if a.rtype == "welford":
+            return [f"{ct} {n}_mean = 0, {n}_m2 = 0, {n}_cnt = 0;",
+                    f"for (int l = 0; l < {LANES}; l++) xc_welford_merge({n}_mean, {n}_m2, {n}_cnt, "
+                    f"{n}_vm[l], {n}_vm2[l], ({ct}){n}_n);",
+                    f"xc_welford_merge({n}_mean, {n}_m2, {n}_cnt, {n}_tm, {n}_tm2, ({ct}){n}_tn);"]
+        if a.rtype in ("argmax", "argmin"):
+            init = _identity(a.rtype, a.dtype)
+            return [f"{ct} {n}_val = {init}; int64_t {n}_idx = 0;",
+                    f"{{ bool first = true; for (int l = 0; l < {LANES}; l++) {{ if (first) {{ {n}_val = {n}_v[l]; "
+                    f"{n}_idx = {n}_vi[l]; first = false; }} else xc_{a.rtype}_merge({n}_val, {n}_idx, {n}_v[l], "
+                    f"{n}_vi[l]); }}",
+                    f"  if ({self.nest.rsizes[-1] // LANES * LANES} == 0) {{ {n}_val = {n}_t; {n}_idx = {n}_ti; }}",
+                    f"  else if ({self.nest.rsizes[-1] % LANES} != 0) xc_{a.rtype}_merge({n}_val, {n}_idx, "
+                    f"{n}_t, {n}_ti); }}"]
+        return [f"{ct} {n} = {n}_t;",
+                f"for (int l = 0; l < {LANES}; l++) {n} = " + _COMBINE[a.rtype].format(a=n, v=f"{n}_v[l]") + ";"]
+
+
+def generate_cpp(group: Group, buffers: dict) -> tuple[str, list[tuple[str, bool]]]:
+    """(kernel source without the prelude, [(buffer, written) in parameter order])."""
+    w = CppKernelWriter(group, buffers, group.name)
+    src = w.generate()
+    return src, [(b, wr) for b, (_, wr) in w.params.items()]
+
+
+_PRELUDE: dict[bool, str] = {}
+
+
+def cpp_prelude() -> str:
+    simd = getattr(config, "cpp_simd_math", None)
+    if simd is None:
+        simd = have_libmvec()
+    if simd not in _PRELUDE:
+        _PRELUDE[simd] = prelude(simd)
+    return _PRELUDE[simd]

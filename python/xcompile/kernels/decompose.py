@@ -1,0 +1,56 @@
+"""Python/torch-level graph -> functional ATen graph with the decompositions we want.
+
+``trace_aten(fn, inputs)`` runs ``make_fx`` on fake tensors with our decomposition table
+(softmax, layer_norm, RMSNorm, group/batch norm, split, ... become the pointwise ops and
+reductions the lowering table knows), then functionalizes if any op still mutates.
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+import torch.fx
+from torch._decomp import get_decompositions
+from torch.fx.experimental.proxy_tensor import make_fx
+
+aten = torch.ops.aten
+
+_DECOMPOSE = [
+    aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
+    aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit_functional,
+    aten._native_batch_norm_legit, aten.native_batch_norm,
+    aten.split.Tensor, aten.split_with_sizes, aten.unbind, aten.stack, aten.narrow,
+    aten.logsumexp, aten.linalg_vector_norm, aten.log_sigmoid_forward, aten.mse_loss,
+    aten.glu, aten.tril, aten.triu, aten.expand_as, aten.rsub, aten.squeeze_copy, aten.unsqueeze_copy,
+    aten.nll_loss_forward, aten.masked_fill_, aten.addmv, aten.hardswish_, aten.silu_,
+    aten.flip, aten.roll, aten.diagonal, aten.huber_loss, aten.smooth_l1_loss,
+    aten.binary_cross_entropy, aten.binary_cross_entropy_with_logits,
+]
+if hasattr(aten, "_fused_rms_norm"):
+    _DECOMPOSE.append(aten._fused_rms_norm)
+if hasattr(aten, "rms_norm"):
+    _DECOMPOSE.append(aten.rms_norm)
+
+DECOMPOSITIONS = get_decompositions(_DECOMPOSE)
+
+
+def _mutates(gm: torch.fx.GraphModule) -> bool:
+    for n in gm.graph.nodes:
+        if n.op == "call_function":
+            schema = getattr(n.target, "_schema", None)
+            if schema is not None and schema.is_mutable:
+                return True
+    return False
+
+
+def trace_aten(fn: Callable, inputs: Sequence, decompositions: dict | None = None) -> torch.fx.GraphModule:
+    """A functional ATen graph of ``fn(*inputs)`` with fake-tensor metadata on every node."""
+    table = DECOMPOSITIONS if decompositions is None else decompositions
+    gm = make_fx(fn, decomposition_table=table, tracing_mode="fake")(*inputs)
+    if _mutates(gm):
+        # Decompositions may introduce in-place ops on temporaries (e.g. RMSNorm's add_), so
+        # functionalize after decomposing rather than before.
+        gm = make_fx(torch.func.functionalize(gm, remove="mutations"), tracing_mode="fake")(*inputs)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return gm

@@ -1,0 +1,320 @@
+"""ATen FX graph -> KernelGraph: walks the graph once and calls the lowering table.
+
+Every ATen compute op becomes a ``LoopNode`` with its own buffer (fusion decides later
+what is inlined or fused); views compose index functions (``TV.loader``) and never copy;
+ops without a row become ``ExternNode`` ATen calls, counted in ``KernelGraph.fallbacks``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+import torch.fx
+from torch.utils import _pytree as pytree
+
+from .ir import Buffer, ExternNode, KernelGraph, Layout, LoopNode, TensorRef, contiguous_strides
+
+aten = torch.ops.aten
+
+
+class LoweringError(RuntimeError):
+    """The graph cannot be compiled (the caller runs it eagerly)."""
+
+
+@dataclasses.dataclass
+class TV:
+    """A tensor during lowering: how to load element ``idx`` and, if it is a strided view of a
+    buffer, the ``TensorRef`` that Python code can use for it."""
+
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    loader: Callable            # (ops, idx) -> value of ``dtype``
+    ref: TensorRef | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.size)
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.size)
+
+
+def _is_dense(layout: Layout) -> bool:
+    """Non-overlapping and dense: strides are a permutation of contiguous strides."""
+    dims = sorted((st, s) for s, st in zip(layout.size, layout.stride) if s != 1)
+    expect = 1
+    for st, s in dims:
+        if st != expect:
+            return False
+        expect *= s
+    return True
+
+
+class GraphLowering:
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], table: dict):
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.table = table
+        self.buffers: dict[str, Buffer] = {}
+        self.nodes: list = []
+        self.fallbacks: list[str] = []
+        self.env: dict[torch.fx.Node, Any] = {}
+        self._counter = 0
+        self.current: torch.fx.Node | None = None
+        self.device: torch.device | None = None
+        self.constants: dict[str, torch.Tensor] = {}
+
+    # -- names and buffers --------------------------------------------------------------------
+    def new_name(self, prefix: str = "buf") -> str:
+        name = f"{prefix}{self._counter}"
+        self._counter += 1
+        return name
+
+    def buffer_tv(self, name: str) -> TV:
+        buf = self.buffers[name]
+        return TV(buf.dtype, buf.layout.size, lambda ops, idx, _n=name: ops.load(_n, idx),
+                  TensorRef(name))
+
+    def _origin(self) -> tuple[str, ...]:
+        n = self.current
+        if n is None or n.op != "call_function":
+            return ()
+        return (str(getattr(n.target, "__name__", n.target)),)
+
+    def _out_layout(self, dtype: torch.dtype, size: Sequence[int]) -> Layout:
+        """The layout eager would give this node's output: its meta strides when dense."""
+        val = self.current.meta.get("val") if self.current is not None else None
+        if isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(size) and val.dtype == dtype:
+            lay = Layout.of(val)
+            if _is_dense(lay):
+                return lay
+        return Layout.contiguous(dtype, size)
+
+    # -- building nodes -------------------------------------------------------------------------
+    def pointwise(self, dtype: torch.dtype, size: Sequence[int], body: Callable,
+                  compute_dtype: torch.dtype | None = None, layout: Layout | None = None) -> TV:
+        """A new LoopNode computing ``body(ops, idx)`` (a value of ``compute_dtype``) into a
+        buffer of ``dtype``."""
+        size = tuple(int(s) for s in size)
+        name = self.new_name()
+        self.buffers[name] = Buffer(name, layout or self._out_layout(dtype, size), "computed")
+        self.nodes.append(LoopNode(name, size, body, [name], compute_dtype or dtype,
+                                   origins=self._origin()))
+        return self.buffer_tv(name)
+
+    def reduction(self, x: TV, dims: Sequence[int], keepdim: bool, rtype: str,
+                  acc_dtype: torch.dtype, out_dtype: torch.dtype,
+                  value_fn: Callable | None = None) -> list[TV]:
+        """Reduce ``x`` over ``dims``. ``value_fn(ops, v)`` transforms each element first."""
+        nd = x.ndim
+        dims = sorted({d % nd for d in dims}) if nd else []
+        keep = [d for d in range(nd) if d not in dims]
+        ranges = tuple(1 if d in dims else x.size[d] for d in range(nd)) if keepdim else \
+            tuple(x.size[d] for d in keep)
+        rranges = tuple(x.size[d] for d in dims)
+
+        def body(ops, idx, ridx):
+            full, ri = [], 0
+            for d in range(nd):
+                if d in dims:
+                    full.append(ridx[ri])
+                    ri += 1
+                else:
+                    full.append(idx[d] if keepdim else idx[keep.index(d)])
+            v = x.loader(ops, full)
+            if x.dtype != acc_dtype:
+                v = ops.to_dtype(v, acc_dtype)
+            return value_fn(ops, v) if value_fn is not None else v
+
+        n_out = 2 if rtype == "welford" else 1
+        names = [self.new_name() for _ in range(n_out)]
+        for nm in names:
+            self.buffers[nm] = Buffer(nm, self._out_layout(out_dtype, ranges) if n_out == 1
+                                      else Layout.contiguous(out_dtype, ranges), "computed")
+        result_dtype = {"argmax": torch.int64, "argmin": torch.int64, "any": torch.bool,
+                        "all": torch.bool}.get(rtype, acc_dtype)
+        self.nodes.append(LoopNode(names[0], ranges, body, names, result_dtype, rranges=rranges,
+                                   reduction_type=rtype, src_dtype=acc_dtype, origins=self._origin()))
+        return [self.buffer_tv(nm) for nm in names]
+
+    def realize(self, tv: TV) -> TensorRef:
+        """A TensorRef for ``tv``, materializing it with a copy node if it is not strided."""
+        if tv.ref is not None:
+            return tv.ref
+        out = self.pointwise(tv.dtype, tv.size, tv.loader)
+        return out.ref
+
+    def extern(self, node: torch.fx.Node, args, kwargs, reason: str = "no lowering") -> Any:
+        """Run ``node.target`` as an ATen call in the wrapper."""
+        target = node.target
+        if getattr(target, "_schema", None) is not None and target._schema.is_mutable:
+            raise LoweringError(f"in-place op {target} left after functionalization")
+        args, kwargs = pytree.tree_map_only(TV, self.realize, (args, kwargs))
+        val = node.meta.get("val")
+        flat, spec = pytree.tree_flatten(val)
+        outputs, paths = [], []
+        for i, v in enumerate(flat):
+            if isinstance(v, torch.Tensor):
+                nm = self.new_name()
+                self.buffers[nm] = Buffer(nm, Layout(v.dtype, tuple(v.shape), tuple(v.stride())), "extern")
+                outputs.append(nm)
+                paths.append(i)
+        if val is None or not flat:
+            raise LoweringError(f"no metadata for {target}")
+        name = getattr(target, "__name__", str(target))
+        self.fallbacks.append(f"{name} ({reason})")
+        self.nodes.append(ExternNode(outputs[0] if outputs else self.new_name("ext"), target, args,
+                                     kwargs, outputs, [(p, spec) for p in paths], origins=(name,)))
+        tvs = iter(self.buffer_tv(nm) for nm in outputs)
+        results = [next(tvs) if isinstance(v, torch.Tensor) else v for v in flat]
+        return pytree.tree_unflatten(results, spec)
+
+    # -- the walk ----------------------------------------------------------------------------------
+    def run(self) -> KernelGraph:
+        inputs: list[str | None] = []
+        mutations: list[tuple[int, TensorRef]] = []
+        placeholder_pos: dict[str, int] = {}
+        outputs: list = []
+        ex = iter(self.example_inputs)
+        for node in self.gm.graph.nodes:
+            self.current = node
+            if node.op == "placeholder":
+                v = next(ex, None)
+                if isinstance(v, torch.Tensor):
+                    name = f"arg{len(inputs)}"
+                    self._note_device(v.device)
+                    self.buffers[name] = Buffer(name, Layout.of(v), "input")
+                    placeholder_pos[name] = len(inputs)
+                    inputs.append(name)
+                    self.env[node] = self.buffer_tv(name)
+                else:
+                    inputs.append(None)
+                    self.env[node] = v
+            elif node.op == "get_attr":
+                t = getattr(self.gm, node.target)
+                if not isinstance(t, torch.Tensor):
+                    self.env[node] = t
+                    continue
+                name = self.new_name("const")
+                self._note_device(t.device)
+                self.constants[name] = t
+                self.buffers[name] = Buffer(name, Layout.of(t), "input")
+                self.env[node] = self.buffer_tv(name)
+            elif node.op == "call_function":
+                args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: self.env[n])
+                if node.target is operator.getitem:
+                    self.env[node] = args[0][args[1]]
+                    continue
+                if node.target is aten.copy_.default and isinstance(args[0], TV) and \
+                        args[0].ref is not None and args[0].ref.view is None and \
+                        args[0].ref.name in placeholder_pos:
+                    src = args[1]
+                    if src.size != args[0].size or src.dtype != args[0].dtype:
+                        src = self.table[aten.copy.default](self, node, args[0], src)
+                    mutations.append((placeholder_pos[args[0].ref.name], self.realize(src)))
+                    self.env[node] = src
+                    continue
+                self.env[node] = self.lower_call(node, args, kwargs)
+            elif node.op == "output":
+                result = torch.fx.node.map_arg(node.args[0], lambda n: self.env[n])
+                for v in pytree.tree_leaves(result):
+                    outputs.append(self.realize(v) if isinstance(v, TV) else v)
+            else:
+                raise LoweringError(f"unsupported FX node {node.op} {node.target}")
+        self.current = None
+        g = KernelGraph(self.buffers, self.nodes, inputs, outputs, mutations,
+                        self.device or torch.device("cpu"), self.fallbacks)
+        g.constants = self.constants
+        return g
+
+    def _note_device(self, device: torch.device) -> None:
+        if self.device is None:
+            self.device = device
+        elif self.device != device:
+            raise LoweringError(f"tensors on several devices: {self.device} and {device}")
+
+    def lower_call(self, node: torch.fx.Node, args, kwargs):
+        target = node.target
+        row = self.table.get(target)
+        if row is None and hasattr(target, "overloadpacket"):
+            row = self.table.get(target.overloadpacket)
+        if row is not None:
+            out = row(self, node, *args, **kwargs)
+            if out is not NotImplemented:
+                return out
+            return self.extern(node, args, kwargs, reason="case not lowered")
+        return self.extern(node, args, kwargs)
+
+
+def view_tv(L: GraphLowering, x: TV, size: Sequence[int], loader: Callable) -> TV:
+    """A view of ``x``; keeps a strided TensorRef when ``x`` has one (from the node's meta)."""
+    ref = None
+    val = L.current.meta.get("val") if L.current is not None else None
+    if x.ref is not None and isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(size):
+        base = L.buffers[x.ref.name]
+        lay = Layout(val.dtype, tuple(val.shape), tuple(val.stride()), int(val.storage_offset()))
+        exact = base.kind == "input" or base.kind == "extern" or _layout_matches_meta(L, x.ref.name)
+        if exact:
+            ref = TensorRef(x.ref.name, (lay.size, lay.stride, lay.offset))
+            if base.kind != "input" and lay.size == base.layout.size and \
+                    lay.stride == base.layout.stride and lay.offset == 0:
+                ref = TensorRef(x.ref.name)
+    return TV(x.dtype, tuple(int(s) for s in size), loader, ref)
+
+
+def _layout_matches_meta(L: GraphLowering, name: str) -> bool:
+    # Computed buffers take their node's meta strides whenever those are dense (see _out_layout),
+    # and internal buffers are contiguous; both agree with the meta of views built on them only if
+    # the buffer is dense, which _out_layout guarantees.
+    return _is_dense(L.buffers[name].layout)
+
+
+def reshape_index(in_size: Sequence[int], out_size: Sequence[int], idx: Sequence) -> list:
+    """Map an index of the reshaped tensor (``out_size``) to one of ``in_size``.
+
+    Dims are matched in groups with equal products, so a split or a merge only touches its
+    own dims (a merge gives ``//`` and ``%``; a split stays linear)."""
+    from .ir import FloorDiv, ModIndex
+
+    in_size, out_size = list(in_size), list(out_size)
+    if 0 in in_size or 0 in out_size:
+        return [sympy.Integer(0)] * len(in_size)
+    result: list = [None] * len(in_size)
+    i = j = 0
+    while i < len(in_size) or j < len(out_size):
+        gi, gj = [i], [j]
+        pi = in_size[i] if i < len(in_size) else 1
+        pj = out_size[j] if j < len(out_size) else 1
+        i += 1
+        j += 1
+        while pi != pj:
+            if pi < pj:
+                pi *= in_size[i]
+                gi.append(i)
+                i += 1
+            else:
+                pj *= out_size[j]
+                gj.append(j)
+                j += 1
+        # swallow trailing size-1 dims into this group
+        while i < len(in_size) and in_size[i] == 1 and (j >= len(out_size) or out_size[j] != 1):
+            gi.append(i)
+            i += 1
+        while j < len(out_size) and out_size[j] == 1 and (i >= len(in_size) or in_size[i] != 1):
+            gj.append(j)
+            j += 1
+        gi = [d for d in gi if d < len(in_size)]
+        gj = [d for d in gj if d < len(out_size)]
+        flat = sympy.Integer(0)
+        for d in gj:
+            flat = flat * out_size[d] + (idx[d] if out_size[d] != 1 else 0)
+        nz = [d for d in gi if in_size[d] != 1]
+        for k, (d, st) in enumerate(zip(nz, contiguous_strides([in_size[d] for d in nz]))):
+            e = FloorDiv(flat, st)
+            result[d] = ModIndex(e, in_size[d]) if k > 0 else e  # the outermost needs no %
+    return [r if r is not None else sympy.Integer(0) for r in result]

@@ -1,0 +1,503 @@
+"""Loop IR and the ops protocol.
+
+A lowered graph is a ``KernelGraph``: named ``Buffer``s (graph inputs, computed buffers,
+outputs of extern ATen calls) and a topologically ordered list of nodes.  A ``LoopNode``
+computes one buffer (two for a Welford reduction) over an iteration space: ``ranges`` for
+pointwise nodes, ``ranges`` x ``rranges`` for reductions.  Its ``body`` is a plain Python
+function of an ops handler and sympy index expressions::
+
+    def body(ops, idx):                       # pointwise
+        return ops.add(ops.load("arg0", idx), ops.constant(1.0, torch.float32))
+
+    def body(ops, idx, ridx):                 # reduction: the value to reduce
+        return ops.load("buf1", [idx[0], ridx[0]])
+
+``ops`` is passed explicitly (no global handler).  Replaying a body into different handlers
+is how everything downstream works: ``ReadRecorder`` collects what a node reads, ``InlineOps``
+substitutes a producer's body for a load of its buffer, ``PrintOps`` renders the IR, and the
+C++ and Triton emitters turn the same calls into source code.
+
+Loads and stores index a buffer by its *own* dimensions (a list of sympy expressions, one per
+dim); the emitters apply the buffer's layout (strides, offset).  Index variables are
+non-negative integer sympy symbols ``x0, x1, ...`` (iteration) and ``r0, r1, ...`` (reduction).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable, Sequence
+
+import sympy
+import torch
+
+Expr = sympy.Expr
+
+
+# -- index expressions ----------------------------------------------------------------------------
+
+def index_var(prefix: str, i: int) -> sympy.Symbol:
+    return sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True)
+
+
+class FloorDiv(sympy.Function):
+    """``a // b`` on non-negative integers (C and Python agree there)."""
+
+    nargs = 2
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1:
+            return a
+        if a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) // int(b))
+        # (k*b*y + z) // b  ->  k*y + z // b   when every other term is a multiple of b
+        if a.is_Add and b.is_Integer:
+            whole, rest = [], []
+            for t in a.args:
+                c, _ = t.as_coeff_Mul()
+                (whole if c.is_Integer and int(c) % int(b) == 0 else rest).append(t)
+            if whole:
+                return sum(sympy.expand(t / b) for t in whole) + FloorDiv(sympy.Add(*rest), b)
+        if a.is_Mul and b.is_Integer:
+            c, t = a.as_coeff_Mul()
+            if c.is_Integer and int(c) % int(b) == 0:
+                return sympy.Integer(int(c) // int(b)) * t
+        return None
+
+
+class ModIndex(sympy.Function):
+    """``a % b`` on non-negative integers."""
+
+    nargs = 2
+    is_integer = True
+
+    @classmethod
+    def eval(cls, a, b):
+        if b == 1 or a == 0:
+            return sympy.Integer(0)
+        if a.is_Integer and b.is_Integer:
+            return sympy.Integer(int(a) % int(b))
+        if a.is_Add and b.is_Integer:
+            keep = []
+            for t in a.args:
+                c, _ = t.as_coeff_Mul()
+                if not (c.is_Integer and int(c) % int(b) == 0):
+                    keep.append(t)
+            if len(keep) < len(a.args):
+                return ModIndex(sympy.Add(*keep), b)
+        if a.is_Mul and b.is_Integer:
+            c, _ = a.as_coeff_Mul()
+            if c.is_Integer and int(c) % int(b) == 0:
+                return sympy.Integer(0)
+        return None
+
+
+def expr_bound(e: Expr, ranges: dict) -> int | None:
+    """An upper bound (inclusive) of a non-negative index expression, or None if unknown."""
+    if e.is_Integer:
+        return int(e)
+    if e.is_Symbol:
+        n = ranges.get(e)
+        return None if n is None else n - 1
+    if e.is_Add:
+        parts = [expr_bound(a, ranges) for a in e.args]
+        return None if any(p is None for p in parts) else sum(parts)
+    if e.is_Mul:
+        c, t = e.as_coeff_Mul()
+        if c.is_Integer and int(c) >= 0:
+            b = expr_bound(t, ranges)
+            return None if b is None else int(c) * b
+        return None
+    if isinstance(e, FloorDiv):
+        b = expr_bound(e.args[0], ranges)
+        return None if b is None else b // int(e.args[1])
+    if isinstance(e, ModIndex):
+        return int(e.args[1]) - 1
+    return None
+
+
+def simplify_index(e: Expr, ranges: dict) -> Expr:
+    """Drop ``//`` and ``%`` that the variables' ranges make no-ops; fold ``b*(a//b) + a%b``."""
+    if not isinstance(e, sympy.Basic) or e.is_Atom:
+        return e
+
+    def rule(x):
+        if isinstance(x, FloorDiv):
+            b = expr_bound(x.args[0], ranges)
+            if b is not None and b < int(x.args[1]):
+                return sympy.Integer(0)
+        if isinstance(x, ModIndex):
+            b = expr_bound(x.args[0], ranges)
+            if b is not None and b < int(x.args[1]):
+                return x.args[0]
+        return x
+
+    e = e.replace(lambda x: isinstance(x, (FloorDiv, ModIndex)), rule)
+    if e.is_Add:  # c*b*(a // b) + c*(a % b)  ->  c*a   (a view/reshape round trip stays linear)
+        terms = list(e.args)
+        for t in terms:
+            c1, m = t.as_coeff_Mul()
+            if not isinstance(m, ModIndex):
+                continue
+            a, b = m.args
+            for u in terms:
+                c2, f = u.as_coeff_Mul()
+                if isinstance(f, FloorDiv) and f.args == (a, b) and c2 == c1 * b:
+                    rest = [x for x in terms if x is not t and x is not u]
+                    return simplify_index(sympy.Add(*rest) + c1 * a, ranges)
+    return e
+
+
+# -- layouts and buffers ---------------------------------------------------------------------------
+
+def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for s in reversed(size):
+        strides.append(acc)
+        acc *= max(int(s), 1)
+    return tuple(reversed(strides))
+
+
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    dtype: torch.dtype
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int = 0
+
+    @staticmethod
+    def contiguous(dtype: torch.dtype, size: Sequence[int]) -> "Layout":
+        size = tuple(int(s) for s in size)
+        return Layout(dtype, size, contiguous_strides(size))
+
+    @staticmethod
+    def of(t: torch.Tensor) -> "Layout":
+        return Layout(t.dtype, tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()))
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.size)
+
+    @property
+    def storage_numel(self) -> int:
+        """Elements from the first to one past the last addressed element."""
+        if self.numel == 0:
+            return 0
+        return self.offset + 1 + sum((s - 1) * st for s, st in zip(self.size, self.stride))
+
+    def flat_index(self, idx: Sequence[Expr]) -> Expr:
+        e = sympy.Integer(self.offset)
+        for i, s, st in zip(idx, self.size, self.stride):
+            if s != 1:
+                e = e + i * st
+        return e
+
+
+@dataclasses.dataclass(eq=False)
+class Buffer:
+    """A named region of memory. ``kind``: "input", "computed" or "extern"."""
+
+    name: str
+    layout: Layout
+    kind: str
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.layout.dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorRef:
+    """A tensor as Python code sees it: buffer ``name`` viewed with size/stride/offset.
+
+    ``view`` is None when the buffer itself is meant (no ``as_strided`` needed)."""
+
+    name: str
+    view: tuple | None = None  # (size, stride, storage_offset)
+
+
+# -- nodes -----------------------------------------------------------------------------------------
+
+REDUCTION_TYPES = ("sum", "prod", "max", "min", "argmax", "argmin", "any", "all", "welford")
+
+
+@dataclasses.dataclass(eq=False)
+class LoopNode:
+    """One loop computation; stores its value into ``outputs`` at its own index."""
+
+    name: str
+    ranges: tuple[int, ...]
+    body: Callable
+    outputs: list[str]
+    dtype: torch.dtype                     # dtype of the value the body (or reduction) yields
+    rranges: tuple[int, ...] = ()
+    reduction_type: str | None = None
+    src_dtype: torch.dtype | None = None   # dtype of the value fed to the reduction
+    origins: tuple[str, ...] = ()          # the ATen ops it came from (for comments)
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.reduction_type is not None
+
+    def run(self, ops: "Ops", idx: Sequence[Expr], ridx: Sequence[Expr] = ()) -> None:
+        """Replay the whole node (body and stores) into ``ops``."""
+        if not self.is_reduction:
+            ops.store(self.outputs[0], idx, self.body(ops, idx))
+            return
+        value = self.body(ops, idx, ridx)
+        rindex = sympy.Integer(0)
+        for r, n in zip(ridx, self.rranges):
+            rindex = rindex * n + r
+        result = ops.reduction(self.reduction_type, value, rindex, self.src_dtype, self.dtype)
+        results = result if self.reduction_type == "welford" else (result,)
+        for name, v in zip(self.outputs, results):
+            ops.store_reduction(name, idx, v)
+
+
+@dataclasses.dataclass(eq=False)
+class ExternNode:
+    """An ATen call run by the wrapper ("extern kernel"): matmul, convolution, attention, ..."""
+
+    name: str
+    op: Any                       # a torch OpOverload (or any callable)
+    args: tuple                   # pytree; TensorRef leaves are tensors
+    kwargs: dict
+    outputs: list[str]            # one buffer per tensor output (flattened)
+    out_paths: list[tuple]        # for each output: index path into the op's result
+    origins: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass
+class KernelGraph:
+    buffers: dict[str, Buffer]
+    nodes: list                                   # LoopNode | ExternNode, topologically ordered
+    inputs: list[str | None]                      # buffer of each placeholder (None: not a tensor)
+    outputs: list                                 # TensorRef | Python constant
+    mutations: list[tuple[int, TensorRef]]        # (input position, value to copy into it)
+    device: torch.device = torch.device("cpu")
+    fallbacks: list[str] = dataclasses.field(default_factory=list)
+
+    def producers(self) -> dict[str, Any]:
+        out = {}
+        for n in self.nodes:
+            for b in n.outputs:
+                out[b] = n
+        return out
+
+
+# -- the ops protocol --------------------------------------------------------------------------------
+
+UNARY_OPS = (
+    "neg", "abs", "reciprocal", "sign", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p",
+    "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh",
+    "acosh", "atanh", "erf", "erfc", "sigmoid", "floor", "ceil", "trunc", "round", "relu",
+    "bitwise_not", "logical_not", "isnan", "isinf", "signbit", "square", "lgamma", "erfinv",
+)
+BINARY_OPS = (
+    "add", "sub", "mul", "truediv", "floordiv", "truncdiv", "remainder", "fmod", "pow", "minimum",
+    "maximum", "atan2", "hypot", "copysign", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "lshift", "rshift", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+    "logical_xor",
+)
+BOOL_RESULT_OPS = frozenset(("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
+                             "logical_xor", "logical_not", "isnan", "isinf", "signbit"))
+POINTWISE_OPS = UNARY_OPS + BINARY_OPS
+
+
+def op_result_dtype(op: str, args_dtypes: Sequence[torch.dtype]) -> torch.dtype:
+    return torch.bool if op in BOOL_RESULT_OPS else args_dtypes[0]
+
+
+class Ops:
+    """The ops protocol.  Every handler implements these; pointwise ops go through
+    ``pointwise(op, *args)`` unless a handler overrides a specific one."""
+
+    def load(self, name: str, index: Sequence[Expr]): raise NotImplementedError
+    def store(self, name: str, index: Sequence[Expr], value) -> None: raise NotImplementedError
+    def reduction(self, rtype: str, value, rindex: Expr, src_dtype, dtype): raise NotImplementedError
+    def store_reduction(self, name: str, index: Sequence[Expr], value) -> None: raise NotImplementedError
+    def constant(self, value, dtype: torch.dtype): raise NotImplementedError
+    def index_expr(self, expr: Expr, dtype: torch.dtype): raise NotImplementedError
+    def to_dtype(self, x, dtype: torch.dtype): raise NotImplementedError
+    def where(self, cond, a, b): raise NotImplementedError
+    def indirect_indexing(self, x, size: int) -> Expr: raise NotImplementedError
+    def pointwise(self, op: str, *args): raise NotImplementedError
+
+
+def _make_op(name: str):
+    def op(self, *args):
+        return self.pointwise(name, *args)
+    op.__name__ = name
+    return op
+
+
+for _name in POINTWISE_OPS:
+    setattr(Ops, _name, _make_op(_name))
+
+
+class ReadRecorder(Ops):
+    """Collects the loads (buffer, index) of a body and counts its ops."""
+
+    def __init__(self):
+        self.reads: list[tuple[str, tuple]] = []
+        self.op_count = 0
+        self.indirect = 0
+
+    def load(self, name, index):
+        self.reads.append((name, tuple(sympy.sympify(i) for i in index)))
+        return name
+
+    def store(self, name, index, value):
+        pass
+
+    def store_reduction(self, name, index, value):
+        pass
+
+    def reduction(self, rtype, value, rindex, src_dtype, dtype):
+        self.op_count += 1
+        return (None, None) if rtype == "welford" else None
+
+    def constant(self, value, dtype):
+        return None
+
+    def index_expr(self, expr, dtype):
+        return None
+
+    def to_dtype(self, x, dtype):
+        return x
+
+    def where(self, cond, a, b):
+        self.op_count += 1
+        return None
+
+    def indirect_indexing(self, x, size):
+        self.indirect += 1
+        return sympy.Symbol(f"ind{self.indirect}", integer=True, nonnegative=True)
+
+    def pointwise(self, op, *args):
+        self.op_count += 1
+        return None
+
+
+def record(node: LoopNode) -> ReadRecorder:
+    rec = ReadRecorder()
+    idx = [index_var("x", i) for i in range(len(node.ranges))]
+    ridx = [index_var("r", i) for i in range(len(node.rranges))]
+    node.run(rec, idx, ridx)
+    return rec
+
+
+class InlineOps(Ops):
+    """Delegates to ``inner``, but a load of an inlined buffer replays its producer's body."""
+
+    def __init__(self, inner: Ops, inlined: dict[str, LoopNode], buffers: dict[str, Buffer]):
+        self.inner = inner
+        self.inlined = inlined
+        self.buffers = buffers
+
+    def load(self, name, index):
+        node = self.inlined.get(name)
+        if node is None:
+            return self.inner.load(name, index)
+        value = node.body(self, list(index))
+        dtype = self.buffers[name].dtype
+        # The stored buffer would have rounded the value to its dtype; so does the inlined one.
+        return value if dtype == node.dtype else self.inner.to_dtype(value, dtype)
+
+    def store(self, name, index, value):
+        return self.inner.store(name, index, value)
+
+    def reduction(self, rtype, value, rindex, src_dtype, dtype):
+        return self.inner.reduction(rtype, value, rindex, src_dtype, dtype)
+
+    def store_reduction(self, name, index, value):
+        return self.inner.store_reduction(name, index, value)
+
+    def constant(self, value, dtype):
+        return self.inner.constant(value, dtype)
+
+    def index_expr(self, expr, dtype):
+        return self.inner.index_expr(expr, dtype)
+
+    def to_dtype(self, x, dtype):
+        return self.inner.to_dtype(x, dtype)
+
+    def where(self, cond, a, b):
+        return self.inner.where(cond, a, b)
+
+    def indirect_indexing(self, x, size):
+        return self.inner.indirect_indexing(x, size)
+
+    def pointwise(self, op, *args):
+        return self.inner.pointwise(op, *args)
+
+
+class PrintOps(Ops):
+    """Renders a body as SSA lines: the readable dump of the loop IR."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+
+    def _emit(self, text: str) -> str:
+        name = f"t{len(self.lines)}"
+        self.lines.append(f"{name} = {text}")
+        return name
+
+    def load(self, name, index):
+        return self._emit(f"load({name}, [{', '.join(map(str, index))}])")
+
+    def store(self, name, index, value):
+        self.lines.append(f"store({name}, [{', '.join(map(str, index))}], {value})")
+
+    def reduction(self, rtype, value, rindex, src_dtype, dtype):
+        v = self._emit(f"reduction({rtype}, {value})")
+        return (f"{v}.mean", f"{v}.m2") if rtype == "welford" else v
+
+    def store_reduction(self, name, index, value):
+        self.lines.append(f"store_reduction({name}, [{', '.join(map(str, index))}], {value})")
+
+    def constant(self, value, dtype):
+        return self._emit(f"constant({value!r}, {str(dtype).replace('torch.', '')})")
+
+    def index_expr(self, expr, dtype):
+        return self._emit(f"index_expr({expr}, {str(dtype).replace('torch.', '')})")
+
+    def to_dtype(self, x, dtype):
+        return self._emit(f"to_dtype({x}, {str(dtype).replace('torch.', '')})")
+
+    def where(self, cond, a, b):
+        return self._emit(f"where({cond}, {a}, {b})")
+
+    def indirect_indexing(self, x, size):
+        return sympy.Symbol(f"indirect({x})")
+
+    def pointwise(self, op, *args):
+        return self._emit(f"{op}({', '.join(map(str, args))})")
+
+
+def format_node(node: LoopNode | ExternNode) -> str:
+    if isinstance(node, ExternNode):
+        name = getattr(node.op, "__name__", str(node.op))
+        return f"{', '.join(node.outputs)} = extern {name}{node.args}"
+    p = PrintOps()
+    idx = [index_var("x", i) for i in range(len(node.ranges))]
+    ridx = [index_var("r", i) for i in range(len(node.rranges))]
+    node.run(p, idx, ridx)
+    head = f"{node.name}: ranges={list(node.ranges)}"
+    if node.is_reduction:
+        head += f" rranges={list(node.rranges)} {node.reduction_type}"
+    head += f"  # {', '.join(node.origins)}"
+    return "\n".join([head] + ["    " + ln for ln in p.lines])
+
+
+def format_graph(g: KernelGraph) -> str:
+    lines = [f"inputs: {g.inputs}"]
+    for b in g.buffers.values():
+        lines.append(f"  {b.name}: {b.kind} {str(b.dtype).replace('torch.', '')} "
+                     f"size={list(b.layout.size)} stride={list(b.layout.stride)}")
+    lines += [format_node(n) for n in g.nodes]
+    lines.append(f"outputs: {g.outputs}")
+    return "\n".join(lines)

@@ -1,0 +1,682 @@
+"""The lowering table: one row per ATen op.
+
+A row is ``fn(L, node, *args, **kwargs)`` with ``L`` the ``GraphLowering``, ``node`` the FX node
+(its ``meta["val"]`` is the fake result) and the arguments lowered (``TV`` for tensors).  It
+returns a ``TV`` (or a tuple of them), or ``NotImplemented`` to run that call as an extern ATen
+kernel.  Ops without a row (matmul, convolution, attention, ...) are extern kernels too.
+"""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import sympy
+import torch
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
+from torch._prims_common import elementwise_dtypes
+
+from .graph import TV, GraphLowering, reshape_index, view_tv
+
+aten = torch.ops.aten
+LOWERINGS: dict = {}
+
+
+def register(*ops):
+    def deco(fn):
+        for op in ops:
+            LOWERINGS[op] = fn
+        return fn
+    return deco
+
+
+# -- pointwise helpers ---------------------------------------------------------------------------------
+
+def _meta_like(a):
+    if isinstance(a, TV):
+        return torch.empty(a.size, dtype=a.dtype, device="meta")
+    return a
+
+
+def opmath(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def bload(ops, a, idx: Sequence, dtype: torch.dtype):
+    """Load ``a`` (TV or Python scalar) at ``idx`` of the broadcast output, as ``dtype``."""
+    if not isinstance(a, TV):
+        return ops.constant(a, dtype)
+    sub = list(idx[len(idx) - a.ndim:]) if a.ndim else []
+    sub = [sympy.Integer(0) if s == 1 else i for s, i in zip(a.size, sub)]
+    v = a.loader(ops, sub)
+    return v if a.dtype == dtype else ops.to_dtype(v, dtype)
+
+
+def out_meta(node):
+    v = node.meta.get("val")
+    return v
+
+
+def pointwise(L: GraphLowering, node, inputs: Sequence, fn: Callable, kind=K.DEFAULT,
+              compute_dtype=None, out_dtype=None) -> TV:
+    """``fn(ops, dtype, *values)`` over the broadcast of ``inputs`` (values as ``compute_dtype``)."""
+    val = out_meta(node)
+    if compute_dtype is None:
+        compute_dtype, _ = elementwise_dtypes(*[_meta_like(a) for a in inputs], type_promotion_kind=kind)
+    out_dtype = out_dtype or val.dtype
+    size = tuple(val.shape)
+
+    def body(ops, idx):
+        return fn(ops, compute_dtype, *[bload(ops, a, idx, compute_dtype) for a in inputs])
+
+    res_dtype = torch.bool if kind == K.ALWAYS_BOOL else compute_dtype
+    return L.pointwise(out_dtype, size, body, compute_dtype=res_dtype)
+
+
+def _unary(opname, kind=K.DEFAULT):
+    def row(L, node, x, *rest, **kw):
+        return pointwise(L, node, [x], lambda ops, dt, a: getattr(ops, opname)(a), kind)
+    return row
+
+
+def _binary(opname, kind=K.DEFAULT):
+    def row(L, node, a, b, **kw):
+        return pointwise(L, node, [a, b], lambda ops, dt, x, y: getattr(ops, opname)(x, y), kind)
+    return row
+
+
+def _c(ops, v, dt):
+    return ops.constant(v, dt)
+
+
+# -- arithmetic ---------------------------------------------------------------------------------------
+
+@register(aten.add.Tensor, aten.add.Scalar)
+def _add(L, node, a, b, alpha=1):
+    def fn(ops, dt, x, y):
+        return ops.add(x, y if alpha == 1 else ops.mul(y, _c(ops, alpha, dt)))
+    return pointwise(L, node, [a, b], fn)
+
+
+@register(aten.sub.Tensor, aten.sub.Scalar)
+def _sub(L, node, a, b, alpha=1):
+    def fn(ops, dt, x, y):
+        return ops.sub(x, y if alpha == 1 else ops.mul(y, _c(ops, alpha, dt)))
+    return pointwise(L, node, [a, b], fn)
+
+
+@register(aten.rsub.Tensor, aten.rsub.Scalar)
+def _rsub(L, node, a, b, alpha=1):
+    return _sub(L, node, b, a, alpha)
+
+
+for _op, _name in [(aten.mul, "mul"), (aten.maximum, "maximum"), (aten.minimum, "minimum"),
+                   (aten.bitwise_and, "bitwise_and"), (aten.bitwise_or, "bitwise_or"),
+                   (aten.bitwise_xor, "bitwise_xor"), (aten.bitwise_left_shift, "lshift"),
+                   (aten.bitwise_right_shift, "rshift"), (aten.copysign, "copysign")]:
+    register(_op)(_binary(_name, K.INT_TO_FLOAT if _name == "copysign" else K.DEFAULT))
+for _op, _name in [(aten.atan2, "atan2"), (aten.hypot, "hypot")]:
+    register(_op)(_binary(_name, K.INT_TO_FLOAT))
+for _op, _name in [(aten.eq, "eq"), (aten.ne, "ne"), (aten.lt, "lt"), (aten.le, "le"), (aten.gt, "gt"),
+                   (aten.ge, "ge")]:
+    register(_op)(_binary(_name, K.ALWAYS_BOOL))
+
+
+@register(aten.div.Tensor, aten.div.Scalar)
+def _div(L, node, a, b):
+    return pointwise(L, node, [a, b], lambda ops, dt, x, y: ops.truediv(x, y), K.INT_TO_FLOAT)
+
+
+@register(aten.div.Tensor_mode, aten.div.Scalar_mode)
+def _div_mode(L, node, a, b, rounding_mode=None):
+    if rounding_mode is None:
+        return _div(L, node, a, b)
+
+    def fn(ops, dt, x, y):
+        if dt.is_floating_point:
+            if rounding_mode == "floor":
+                return ops.floordiv(x, y)
+            return ops.trunc(ops.truediv(x, y))
+        return ops.floordiv(x, y) if rounding_mode == "floor" else ops.truncdiv(x, y)
+    return pointwise(L, node, [a, b], fn)
+
+
+@register(aten.floor_divide.default, aten.floor_divide.Scalar)
+def _floor_divide(L, node, a, b):
+    return pointwise(L, node, [a, b], lambda ops, dt, x, y: ops.floordiv(x, y))
+
+
+@register(aten.remainder.Tensor, aten.remainder.Scalar)
+def _remainder(L, node, a, b):
+    return pointwise(L, node, [a, b], lambda ops, dt, x, y: ops.remainder(x, y))
+
+
+@register(aten.fmod.Tensor, aten.fmod.Scalar)
+def _fmod(L, node, a, b):
+    return pointwise(L, node, [a, b], lambda ops, dt, x, y: ops.fmod(x, y))
+
+
+@register(aten.neg)
+def _neg(L, node, x):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.neg(a))
+
+
+@register(aten.abs)
+def _abs(L, node, x):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.abs(a), K.COMPLEX_TO_FLOAT)
+
+
+@register(aten.reciprocal)
+def _reciprocal(L, node, x):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.reciprocal(a), K.INT_TO_FLOAT)
+
+
+@register(aten.square)
+def _square(L, node, x):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.mul(a, a), K.BOOL_TO_LONG)
+
+
+@register(aten.sign, aten.sgn)
+def _sign(L, node, x):
+    if x.dtype == torch.bool:
+        return pointwise(L, node, [x], lambda ops, dt, a: a)
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.sign(a))
+
+
+for _name in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "sin", "cos",
+              "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
+              "erfc", "sigmoid", "lgamma"):
+    register(getattr(aten, _name))(_unary(_name, K.INT_TO_FLOAT))
+for _name in ("floor", "ceil", "trunc"):
+    register(getattr(aten, _name))(_unary(_name))
+for _name in ("isnan", "isinf", "signbit", "logical_not"):
+    register(getattr(aten, _name))(_unary(_name, K.ALWAYS_BOOL))
+
+
+@register(aten.round.default)
+def _round(L, node, x):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.round(a))
+
+
+@register(aten.bitwise_not)
+def _bitwise_not(L, node, x):
+    name = "logical_not" if x.dtype == torch.bool else "bitwise_not"
+    return pointwise(L, node, [x], lambda ops, dt, a: getattr(ops, name)(a))
+
+
+def _logical(name):
+    def row(L, node, a, b):
+        def fn(ops, dt, x, y):
+            if dt != torch.bool:
+                x, y = ops.to_dtype(x, torch.bool), ops.to_dtype(y, torch.bool)
+            return getattr(ops, name)(x, y)
+        return pointwise(L, node, [a, b], fn, K.ALWAYS_BOOL)
+    return row
+
+
+for _name in ("logical_and", "logical_or", "logical_xor"):
+    register(getattr(aten, _name))(_logical(_name))
+
+
+@register(aten.pow.Tensor_Scalar)
+def _pow_scalar(L, node, x, e):
+    val = out_meta(node)
+    if val.dtype.is_floating_point or (isinstance(e, int) and 0 <= e <= 8):
+        if e == 2:
+            return pointwise(L, node, [x], lambda ops, dt, a: ops.mul(a, a), K.BOOL_TO_LONG)
+        if e == 1:
+            return pointwise(L, node, [x], lambda ops, dt, a: a, K.BOOL_TO_LONG)
+        if e == 0.5 and val.dtype.is_floating_point:
+            return pointwise(L, node, [x], lambda ops, dt, a: ops.sqrt(a), K.BOOL_TO_LONG)
+        if isinstance(e, int) and 0 <= e <= 8 and not val.dtype.is_floating_point:
+            def fn(ops, dt, a):
+                r = ops.constant(1, dt)
+                for _ in range(e):
+                    r = ops.mul(r, a)
+                return r
+            return pointwise(L, node, [x], fn, K.BOOL_TO_LONG)
+        return pointwise(L, node, [x, e], lambda ops, dt, a, b: ops.pow(a, b), K.BOOL_TO_LONG)
+    return NotImplemented
+
+
+@register(aten.pow.Tensor_Tensor, aten.pow.Scalar)
+def _pow(L, node, a, b):
+    if not out_meta(node).dtype.is_floating_point:
+        return NotImplemented
+    return pointwise(L, node, [a, b], lambda ops, dt, x, y: ops.pow(x, y), K.BOOL_TO_LONG)
+
+
+@register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def _where(L, node, cond, a, b):
+    compute, _ = elementwise_dtypes(_meta_like(a), _meta_like(b), type_promotion_kind=K.NO_OPMATH)
+    compute = opmath(compute)
+    val = out_meta(node)
+
+    def body(ops, idx):
+        c = bload(ops, cond, idx, torch.bool)
+        return ops.where(c, bload(ops, a, idx, compute), bload(ops, b, idx, compute))
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=compute)
+
+
+@register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(L, node, x, mask, value):
+    return _where(L, node, mask, value, x)
+
+
+@register(aten.clamp.default, aten.clamp.Tensor)
+def _clamp(L, node, x, min=None, max=None):
+    ins = [x] + [v for v in (min, max) if v is not None]
+
+    def fn(ops, dt, a, *bounds):
+        bounds = list(bounds)
+        if min is not None:
+            a = ops.maximum(a, bounds.pop(0))
+        if max is not None:
+            a = ops.minimum(a, bounds.pop(0))
+        return a
+    return pointwise(L, node, ins, fn)
+
+
+@register(aten.clamp_min.default, aten.clamp_min.Tensor)
+def _clamp_min(L, node, x, m):
+    return _clamp(L, node, x, min=m)
+
+
+@register(aten.clamp_max.default, aten.clamp_max.Tensor)
+def _clamp_max(L, node, x, m):
+    return _clamp(L, node, x, max=m)
+
+
+@register(aten.lerp.Scalar, aten.lerp.Tensor)
+def _lerp(L, node, a, b, w):
+    def fn(ops, dt, x, y, t):
+        diff = ops.sub(y, x)
+        small = ops.lt(ops.abs(t), _c(ops, 0.5, dt))
+        lo = ops.add(x, ops.mul(t, diff))
+        hi = ops.sub(y, ops.mul(diff, ops.sub(_c(ops, 1.0, dt), t)))
+        return ops.where(small, lo, hi)
+    return pointwise(L, node, [a, b, w], fn)
+
+
+@register(aten.addcmul.default)
+def _addcmul(L, node, x, t1, t2, value=1):
+    return pointwise(L, node, [x, t1, t2],
+                     lambda ops, dt, a, b, c: ops.add(a, ops.mul(ops.mul(b, c), _c(ops, value, dt))))
+
+
+@register(aten.addcdiv.default)
+def _addcdiv(L, node, x, t1, t2, value=1):
+    return pointwise(L, node, [x, t1, t2],
+                     lambda ops, dt, a, b, c: ops.add(a, ops.mul(ops.truediv(b, c), _c(ops, value, dt))))
+
+
+# -- activations -------------------------------------------------------------------------------------------
+
+@register(aten.relu)
+def _relu(L, node, x):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.relu(a))
+
+
+def gelu_fn(ops, dt, a, approximate="none"):
+    half = _c(ops, 0.5, dt)
+    if approximate == "tanh":
+        inner = ops.mul(_c(ops, math.sqrt(2.0 / math.pi), dt),
+                        ops.add(a, ops.mul(_c(ops, 0.044715, dt), ops.mul(a, ops.mul(a, a)))))
+        return ops.mul(ops.mul(half, a), ops.add(_c(ops, 1.0, dt), ops.tanh(inner)))
+    cdf = ops.add(_c(ops, 1.0, dt), ops.erf(ops.mul(a, _c(ops, math.sqrt(0.5), dt))))
+    return ops.mul(ops.mul(a, half), cdf)
+
+
+@register(aten.gelu.default)
+def _gelu(L, node, x, approximate="none"):
+    return pointwise(L, node, [x], lambda ops, dt, a: gelu_fn(ops, dt, a, approximate), K.INT_TO_FLOAT)
+
+
+@register(aten.silu.default)
+def _silu(L, node, x):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.mul(a, ops.sigmoid(a)), K.INT_TO_FLOAT)
+
+
+@register(aten.hardsigmoid.default)
+def _hardsigmoid(L, node, x):
+    def fn(ops, dt, a):
+        t = ops.minimum(ops.maximum(ops.add(a, _c(ops, 3.0, dt)), _c(ops, 0.0, dt)), _c(ops, 6.0, dt))
+        return ops.truediv(t, _c(ops, 6.0, dt))
+    return pointwise(L, node, [x], fn, K.INT_TO_FLOAT)
+
+
+@register(aten.hardswish.default)
+def _hardswish(L, node, x):
+    def fn(ops, dt, a):
+        t = ops.minimum(ops.maximum(ops.add(a, _c(ops, 3.0, dt)), _c(ops, 0.0, dt)), _c(ops, 6.0, dt))
+        return ops.truediv(ops.mul(a, t), _c(ops, 6.0, dt))
+    return pointwise(L, node, [x], fn, K.INT_TO_FLOAT)
+
+
+@register(aten.hardtanh.default)
+def _hardtanh(L, node, x, min_val=-1.0, max_val=1.0):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.minimum(ops.maximum(a, _c(ops, min_val, dt)),
+                                                                 _c(ops, max_val, dt)))
+
+
+@register(aten.leaky_relu.default)
+def _leaky_relu(L, node, x, slope=0.01):
+    def fn(ops, dt, a):
+        return ops.where(ops.gt(a, _c(ops, 0, dt)), a, ops.mul(a, _c(ops, slope, dt)))
+    return pointwise(L, node, [x], fn)
+
+
+@register(aten.elu.default)
+def _elu(L, node, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    def fn(ops, dt, a):
+        neg = ops.mul(_c(ops, alpha * scale, dt), ops.expm1(ops.mul(a, _c(ops, input_scale, dt))))
+        return ops.where(ops.gt(a, _c(ops, 0, dt)), ops.mul(a, _c(ops, scale, dt)), neg)
+    return pointwise(L, node, [x], fn, K.INT_TO_FLOAT)
+
+
+def softplus_fn(ops, dt, a, beta=1.0, threshold=20.0):
+    ab = ops.mul(a, _c(ops, beta, dt))
+    soft = ops.truediv(ops.log1p(ops.exp(ab)), _c(ops, beta, dt))
+    return ops.where(ops.gt(ab, _c(ops, threshold, dt)), a, soft)
+
+
+@register(aten.softplus.default)
+def _softplus(L, node, x, beta=1.0, threshold=20.0):
+    return pointwise(L, node, [x], lambda ops, dt, a: softplus_fn(ops, dt, a, beta, threshold), K.INT_TO_FLOAT)
+
+
+@register(aten.mish.default)
+def _mish(L, node, x):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.mul(a, ops.tanh(softplus_fn(ops, dt, a))),
+                     K.INT_TO_FLOAT)
+
+
+@register(aten.threshold.default)
+def _threshold(L, node, x, threshold, value):
+    return pointwise(L, node, [x], lambda ops, dt, a: ops.where(ops.le(a, _c(ops, threshold, dt)),
+                                                               _c(ops, value, dt), a))
+
+
+# -- copies and casts ------------------------------------------------------------------------------------
+
+def _copy_to(L, node, x: TV, dtype: torch.dtype) -> TV:
+    val = out_meta(node)
+
+    def body(ops, idx):
+        return bload(ops, x, idx, dtype)
+    return L.pointwise(dtype, tuple(val.shape), body, compute_dtype=dtype)
+
+
+@register(aten._to_copy.default)
+def _to_copy(L, node, x, **kw):
+    val = out_meta(node)
+    if val.device != x_device(L, x) or kw.get("layout") not in (None, torch.strided):
+        return NotImplemented
+    return _copy_to(L, node, x, val.dtype)
+
+
+def x_device(L, x):
+    return L.device
+
+
+@register(aten.clone.default, aten.lift_fresh_copy.default, aten.contiguous.default)
+def _clone(L, node, x, **kw):
+    return _copy_to(L, node, x, x.dtype)
+
+
+@register(aten.copy.default)
+def _copy(L, node, dst, src, non_blocking=False):
+    val = out_meta(node)
+    return L.pointwise(dst.dtype, tuple(val.shape), lambda ops, idx: bload(ops, src, idx, dst.dtype),
+                       compute_dtype=dst.dtype)
+
+
+# -- constants --------------------------------------------------------------------------------------------
+
+def _fill(L, node, value) -> TV:
+    val = out_meta(node)
+    dt = val.dtype
+    return L.pointwise(dt, tuple(val.shape), lambda ops, idx: ops.constant(value, dt), compute_dtype=dt)
+
+
+@register(aten.full.default)
+def _full(L, node, size, value, **kw):
+    return _fill(L, node, value)
+
+
+@register(aten.full_like.default)
+def _full_like(L, node, x, value, **kw):
+    return _fill(L, node, value)
+
+
+@register(aten.zeros.default, aten.zeros_like.default, aten.empty.memory_format, aten.empty_like.default,
+          aten.new_zeros.default, aten.new_empty.default, aten.empty_strided.default)
+def _zeros(L, node, *args, **kw):
+    return _fill(L, node, 0)
+
+
+@register(aten.ones.default, aten.ones_like.default, aten.new_ones.default)
+def _ones(L, node, *args, **kw):
+    return _fill(L, node, 1)
+
+
+@register(aten.scalar_tensor.default)
+def _scalar_tensor(L, node, value, **kw):
+    return _fill(L, node, value)
+
+
+@register(aten.arange.start_step, aten.arange.start, aten.arange.default)
+def _arange(L, node, *args, **kw):
+    nums = [a for a in args if not isinstance(a, torch.dtype)]
+    start, step = (0, 1)
+    if len(nums) >= 2:
+        start = nums[0]
+    if len(nums) >= 3:
+        step = nums[2]
+    val = out_meta(node)
+    dt = val.dtype
+    comp = torch.float64 if dt.is_floating_point else dt
+
+    def body(ops, idx):
+        i = ops.index_expr(idx[0], comp)
+        return ops.add(ops.mul(i, ops.constant(step, comp)), ops.constant(start, comp))
+    return L.pointwise(dt, tuple(val.shape), body, compute_dtype=comp)
+
+
+# -- views ----------------------------------------------------------------------------------------------------
+
+@register(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.view_copy.default)
+def _view(L, node, x, size):
+    out = tuple(out_meta(node).shape)
+    if out == tuple(x.size):
+        return view_tv(L, x, out, x.loader)
+    return view_tv(L, x, out, lambda ops, idx: x.loader(ops, reshape_index(x.size, out, idx)))
+
+
+@register(aten.permute.default, aten.permute_copy.default)
+def _permute(L, node, x, dims):
+    dims = [d % max(x.ndim, 1) for d in dims]
+    out = tuple(x.size[d] for d in dims)
+
+    def loader(ops, idx):
+        full = [None] * x.ndim
+        for i, d in enumerate(dims):
+            full[d] = idx[i]
+        return x.loader(ops, full)
+    return view_tv(L, x, out, loader)
+
+
+@register(aten.t.default)
+def _t(L, node, x):
+    return _permute(L, node, x, list(reversed(range(x.ndim))))
+
+
+@register(aten.transpose.int)
+def _transpose(L, node, x, d0, d1):
+    dims = list(range(x.ndim))
+    if x.ndim:
+        d0, d1 = d0 % x.ndim, d1 % x.ndim
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+    return _permute(L, node, x, dims)
+
+
+@register(aten.expand.default, aten.expand_copy.default)
+def _expand(L, node, x, size, implicit=False):
+    out = tuple(out_meta(node).shape)
+    pad = len(out) - x.ndim
+
+    def loader(ops, idx):
+        return x.loader(ops, [sympy.Integer(0) if s == 1 else idx[pad + i] for i, s in enumerate(x.size)])
+    return view_tv(L, x, out, loader)
+
+
+@register(aten.unsqueeze.default)
+def _unsqueeze(L, node, x, dim):
+    dim = dim % (x.ndim + 1)
+    out = x.size[:dim] + (1,) + x.size[dim:]
+    return view_tv(L, x, out, lambda ops, idx: x.loader(ops, list(idx[:dim]) + list(idx[dim + 1:])))
+
+
+@register(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def _squeeze(L, node, x, dims=None):
+    if dims is None:
+        dims = [d for d in range(x.ndim) if x.size[d] == 1]
+    elif isinstance(dims, int):
+        dims = [dims]
+    dims = {d % x.ndim for d in dims if x.ndim and x.size[d % x.ndim] == 1}
+    out = tuple(s for d, s in enumerate(x.size) if d not in dims)
+
+    def loader(ops, idx):
+        it = iter(idx)
+        return x.loader(ops, [sympy.Integer(0) if d in dims else next(it) for d in range(x.ndim)])
+    return view_tv(L, x, out, loader)
+
+
+@register(aten.slice.Tensor)
+def _slice(L, node, x, dim=0, start=None, end=None, step=1):
+    dim = dim % x.ndim
+    n = x.size[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    start = min(max(start, 0), n)
+    out = tuple(out_meta(node).shape)
+
+    def loader(ops, idx):
+        full = list(idx)
+        full[dim] = start + step * idx[dim]
+        return x.loader(ops, full)
+    return view_tv(L, x, out, loader)
+
+
+@register(aten.select.int)
+def _select(L, node, x, dim, index):
+    dim = dim % x.ndim
+    index = index + x.size[dim] if index < 0 else index
+    out = x.size[:dim] + x.size[dim + 1:]
+    return view_tv(L, x, out,
+                   lambda ops, idx: x.loader(ops, list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])))
+
+
+@register(aten.alias.default, aten.detach.default)
+def _alias(L, node, x):
+    return view_tv(L, x, x.size, x.loader)
+
+
+# -- cat, indexing -------------------------------------------------------------------------------------------
+
+@register(aten.cat.default)
+def _cat(L, node, tensors, dim=0):
+    val = out_meta(node)
+    tensors = [t for t in tensors if not (t.ndim == 1 and t.size[0] == 0)]
+    dim = dim % val.dim()
+    dt = opmath(val.dtype)
+    offsets, acc = [], 0
+    for t in tensors:
+        offsets.append(acc)
+        acc += t.size[dim]
+
+    def body(ops, idx):
+        result = None
+        for t, off in reversed(list(zip(tensors, offsets))):
+            if t.size[dim] == 0:
+                continue
+            local = list(idx)
+            # clamped, so every load stays in bounds; the where chain picks the right one
+            local[dim] = sympy.Min(sympy.Max(idx[dim] - off, 0), t.size[dim] - 1)
+            v = bload(ops, t, local, dt)
+            if result is None:
+                result = v
+            else:
+                result = ops.where(ops.lt(ops.index_expr(idx[dim], torch.int64),
+                                          ops.constant(off + t.size[dim], torch.int64)), v, result)
+        return result if result is not None else ops.constant(0, dt)
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=dt)
+
+
+def _indirect(ops, t: TV, idx, size: int):
+    return ops.indirect_indexing(bload(ops, t, idx, torch.int64), size)
+
+
+@register(aten.index.Tensor)
+def _index(L, node, x, indices):
+    val = out_meta(node)
+    if any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in indices):
+        return NotImplemented
+    indices = list(indices) + [None] * (x.ndim - len(indices))
+    pos = [i for i, t in enumerate(indices) if t is not None]
+    bshape = tuple(torch.broadcast_shapes(*[t.size for t in indices if t is not None]))
+    consecutive = pos == list(range(pos[0], pos[-1] + 1))
+    bstart = pos[0] if consecutive else 0
+
+    def body(ops, idx):
+        bidx = list(idx[bstart:bstart + len(bshape)])
+        other = list(idx[:bstart]) + list(idx[bstart + len(bshape):])
+        full, k = [], 0
+        for d in range(x.ndim):
+            if indices[d] is not None:
+                full.append(_indirect(ops, indices[d], bidx, x.size[d]))
+            else:
+                full.append(other[k])
+                k += 1
+        return x.loader(ops, full)
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+
+
+@register(aten.gather.default)
+def _gather(L, node, x, dim, index, sparse_grad=False):
+    val = out_meta(node)
+    dim = dim % max(x.ndim, 1)
+
+    def body(ops, idx):
+        full = list(idx)
+        if x.ndim:
+            full[dim] = _indirect(ops, index, idx, x.size[dim])
+        return x.loader(ops, full)
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+
+
+@register(aten.index_select.default)
+def _index_select(L, node, x, dim, index):
+    val = out_meta(node)
+    dim = dim % max(x.ndim, 1)
+
+    def body(ops, idx):
+        full = list(idx)
+        if x.ndim:
+            full[dim] = ops.indirect_indexing(
+                bload(ops, index, [idx[dim]] if index.ndim else [], torch.int64), x.size[dim])
+        return x.loader(ops, full)
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+
+
+@register(aten.embedding.default)
+def _embedding(L, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    val = out_meta(node)
+    n = indices.ndim
+
+    def body(ops, idx):
+        row = _indirect(ops, indices, list(idx[:n]), weight.size[0])
+        return weight.loader(ops, [row, idx[n]])
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+
+
+# reductions live in their own module; importing it registers them here
+from . import lowering_reductions  # noqa: E402,F401

@@ -1,0 +1,76 @@
+"""The launch plan: the order kernels and extern calls run in, when each buffer is allocated,
+and when its memory is free again.  A buffer's memory is reused (same dtype, size and
+strides) once its last reader has run; graph outputs and inputs are never reused."""
+from __future__ import annotations
+
+import dataclasses
+
+from torch.utils import _pytree as pytree
+
+from .fusion import Group
+from .ir import ExternNode, KernelGraph, TensorRef
+
+
+@dataclasses.dataclass
+class Step:
+    item: object                                    # Group | ExternNode
+    allocs: list[tuple[str, str | None]]            # (buffer, buffer whose memory it takes, or None)
+    frees: list[str]                                # buffers dead after this step
+
+
+@dataclasses.dataclass
+class Plan:
+    steps: list[Step]
+    storage: dict[str, str]                         # buffer -> the buffer variable holding its memory
+
+
+def reads_of(item, group_reads: dict) -> list[str]:
+    if isinstance(item, ExternNode):
+        return [a.name for a in pytree.tree_leaves((item.args, item.kwargs)) if isinstance(a, TensorRef)]
+    return group_reads[item]
+
+
+def _aliasing(node: ExternNode) -> bool:
+    schema = getattr(node.op, "_schema", None)
+    return schema is not None and any(r.alias_info is not None for r in schema.returns)
+
+
+def make_plan(graph: KernelGraph, schedule: list, group_reads: dict) -> Plan:
+    keep = {r.name for r in graph.outputs if isinstance(r, TensorRef)}
+    keep |= {r.name for _, r in graph.mutations}
+    keep |= {b.name for b in graph.buffers.values() if b.kind == "input"}
+    for item in schedule:
+        if isinstance(item, ExternNode) and _aliasing(item):
+            keep |= set(reads_of(item, group_reads)) | set(item.outputs)
+    last: dict[str, int] = {}
+    for i, item in enumerate(schedule):
+        for b in reads_of(item, group_reads):
+            last[b] = i
+    pool: dict[tuple, list[str]] = {}
+    storage: dict[str, str] = {}
+    steps = []
+
+    def key(name):
+        lay = graph.buffers[name].layout
+        return (lay.dtype, lay.size, lay.stride)
+
+    for i, item in enumerate(schedule):
+        allocs = []
+        if isinstance(item, Group):
+            for b in item.stores:
+                donor = None
+                if b not in keep and pool.get(key(b)):
+                    donor = pool[key(b)].pop()
+                storage[b] = storage.get(donor, donor) if donor else b
+                allocs.append((b, donor))
+        else:
+            for b in item.outputs:
+                storage[b] = b
+        frees = []
+        for b in dict.fromkeys(reads_of(item, group_reads) + list(item.outputs)):
+            if b in keep or last.get(b, -1) > i or graph.buffers[b].kind == "input":
+                continue
+            frees.append(b)
+            pool.setdefault(key(b), []).append(storage.get(b, b))
+        steps.append(Step(item, allocs, frees))
+    return Plan(steps, storage)

@@ -1,0 +1,156 @@
+"""The generated Python ``call`` that allocates buffers and launches kernels in order.
+
+It is the whole per-call cost of a compiled graph, so everything that can be decided at
+compile time is: sizes, strides and dtypes are literals, kernels and extern ops are
+globals, buffers whose last reader has run are reused or dropped.  Kernels take raw data
+pointers (C++) or tensors (Triton).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Callable
+
+import torch
+from torch.utils import _pytree as pytree
+
+from .fusion import Group
+from .ir import ExternNode, KernelGraph, TensorRef
+from .plan import Plan
+
+
+@dataclasses.dataclass
+class Kernel:
+    name: str
+    kind: str                          # "cpp" | "triton"
+    fn: Callable                       # takes data pointers (cpp) or tensors (triton)
+    params: list[tuple[str, bool]]     # (buffer, written), in argument order
+    source: str                        # for XCOMPILE_LOGS=output_code
+
+
+class _Globals:
+    def __init__(self):
+        self.values: dict[str, Any] = {}
+        self._by_id: dict[int, str] = {}
+
+    def add(self, value, hint: str) -> str:
+        key = id(value)
+        if key in self._by_id:
+            return self._by_id[key]
+        name = hint
+        i = 0
+        while name in self.values:
+            i += 1
+            name = f"{hint}_{i}"
+        self.values[name] = value
+        self._by_id[key] = name
+        return name
+
+
+def _literal(v, g: _Globals) -> str:
+    if v is None or isinstance(v, (bool, int, str)):
+        return repr(v)
+    if isinstance(v, float):
+        return repr(v) if math.isfinite(v) else g.add(v, "fconst")
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(_literal(x, g) for x in v)
+        if isinstance(v, tuple):
+            return f"({inner},)" if len(v) == 1 else f"({inner})"
+        return f"[{inner}]"
+    if isinstance(v, torch.dtype):
+        return g.add(v, str(v).replace("torch.", ""))
+    return g.add(v, "const")
+
+
+def _tensor(ref: TensorRef) -> str:
+    if ref.view is None:
+        return ref.name
+    size, stride, offset = ref.view
+    return f"as_strided({ref.name}, {tuple(size)!r}, {tuple(stride)!r}, {offset})"
+
+
+def _op_callable(op):
+    """The cheapest way to call an ATen overload: its C++ entry point, skipping Python dispatch."""
+    return getattr(op, "_op", op)
+
+
+def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel],
+                     bound: dict[int, torch.Tensor]) -> tuple[str, dict]:
+    g = _Globals()
+    g.values.update(empty_strided=torch.empty_strided, as_strided=torch.as_strided)
+    params, prologue = [], []
+    for i, name in enumerate(graph.inputs):
+        pname = name or f"_unused{i}"
+        if i in bound:
+            prologue.append(f"{pname} = {g.add(bound[i], f'bound_{pname}')}")
+        else:
+            params.append(pname)
+    for name, t in getattr(graph, "constants", {}).items():
+        prologue.append(f"{name} = {g.add(t, f'const_{name}')}")
+    device = None if graph.device.type == "cpu" else g.add(graph.device, "device")
+    donors = {d for s in plan.steps for _, d in s.allocs if d}
+    lines = []
+    for step in plan.steps:
+        item = step.item
+        if isinstance(item, Group):
+            k = kernels[item]
+            lines.append(f"# {k.name} ({k.kind}): {', '.join(item.origins)}")
+            for b, donor in step.allocs:
+                if donor:
+                    lines.append(f"{b} = {donor}  # reuses {donor}'s memory")
+                else:
+                    lay = graph.buffers[b].layout
+                    dev = f", device={device}" if device else ""
+                    lines.append(f"{b} = empty_strided({lay.size!r}, {lay.stride!r}, "
+                                 f"dtype={_literal(lay.dtype, g)}{dev})")
+            fname = g.add(k.fn, k.name)
+            if k.kind == "cpp":
+                args = ", ".join(f"{b}.data_ptr()" for b, _ in k.params)
+            else:
+                args = ", ".join(b for b, _ in k.params)
+            lines.append(f"{fname}({args})")
+        else:
+            lines += _extern_lines(item, g)
+        dead = [b for b in step.frees if b not in donors]
+        if dead:
+            lines.append(f"del {', '.join(dead)}")
+    for pos, ref in graph.mutations:
+        lines.append(f"{graph.inputs[pos]}.copy_({_tensor(ref)})")
+    outs = [(_tensor(o) if isinstance(o, TensorRef) else _literal(o, g)) for o in graph.outputs]
+    ret = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})"
+    body = prologue + lines + [f"return {ret}"]
+    src = f"def call({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
+    return src, g.values
+
+
+def _extern_lines(node: ExternNode, g: _Globals) -> list[str]:
+    fname = g.add(_op_callable(node.op), "aten_" + str(getattr(node.op, "__name__", "op")).replace(".", "_"))
+
+    def arg(v):
+        if isinstance(v, TensorRef):
+            return _tensor(v)
+        if isinstance(v, (list, tuple)) and any(isinstance(x, TensorRef) for x in pytree.tree_leaves(v)):
+            inner = ", ".join(arg(x) for x in v)
+            return f"[{inner}]" if isinstance(v, list) else f"({inner},)"
+        return _literal(v, g)
+    args = [arg(a) for a in node.args] + [f"{k}={arg(v)}" for k, v in node.kwargs.items()]
+    call = f"{fname}({', '.join(args)})"
+    lines = [f"# extern: {', '.join(node.origins)}"]
+    if len(node.outputs) == 1 and node.out_paths[0][1].num_leaves == 1:
+        lines.append(f"{node.outputs[0]} = {call}")
+        return lines
+    tmp = f"{node.name}_result"
+    lines.append(f"{tmp} = {call}")
+    if node.out_paths and node.out_paths[0][1].num_leaves != 1:
+        spec = node.out_paths[0][1]
+        lines.append(f"{tmp} = {g.add(pytree.tree_leaves, 'tree_leaves')}({tmp})")
+        del spec
+    for b, (i, _) in zip(node.outputs, node.out_paths):
+        lines.append(f"{b} = {tmp}[{i}]")
+    return lines
+
+
+def build_wrapper(src: str, glb: dict) -> Callable:
+    ns = dict(glb)
+    exec(compile(src, "<xcompile wrapper>", "exec"), ns)
+    return ns["call"]
