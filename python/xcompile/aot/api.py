@@ -1,0 +1,117 @@
+"""AOT autograd for xcompile: one entry point, a short list of named passes.
+
+    aot_compile(gm, example_inputs, fw_compiler, bw_compiler=None, *, partition="min_cut")
+        -> CompiledProgram, called as fn(*inputs) -> tuple
+
+Pipeline (each step one module):
+  lift       torch-level graph -> program(*user_inputs, *params_and_buffers)   lift.py
+  analyze    mutations, output aliasing, requires_grad (fake run)              schema.py
+  training   trace_joint -> partition (min_cut | save_all) -> fw/bw graphs     joint.py, partition.py
+  inference  trace_forward (no grad anywhere in the call)                      joint.py
+  runtime    autograd.Function + mutation write-back + view regeneration       runtime.py
+
+What the compilers receive (``(aten_gm, example_inputs) -> callable``):
+- ``fw_compiler`` gets the forward graph: functional ATen, placeholders = flat primals
+  (user inputs in order, then the parameters/buffers the graph reads), output = a flat
+  tuple ``(*fw_outs, *saved)`` in training or ``(*fw_outs)`` in inference, where fw_outs are
+  the user outputs that are not aliases, then bases of aliased output groups, then the new
+  values of mutated inputs. ``example_inputs`` are fake tensors with the real metadata.
+  The inference graph goes to ``inference_compiler`` (default: ``fw_compiler``).
+- ``bw_compiler`` gets ``(*saved, *tangents) -> (*grads)``, at the first backward, with the
+  real saved tensors and (contiguous) incoming gradients as ``example_inputs``.
+- Graphs may hold ATen random ops (``nondeterministic_seeded``): with
+  ``config.fallback_random`` set, ``gm.meta["fallback_random"]`` is True and a compiler
+  must run them as the same ATen calls to stay bit-identical with eager.
+- The callables they return are called as ``f(*args)`` and must return a tuple or list.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.fx
+
+from .joint import Decompositions, fake_inputs, trace_forward, trace_joint
+from .lift import lift
+from .partition import POLICIES
+from .runtime import CompiledProgram, TrainingArtifact
+from .schema import analyze
+
+Compiler = Callable[[torch.fx.GraphModule, list], Callable]
+
+
+def run_as_is(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """The default compiler: run the FX graph as it is (this is "aot_eager")."""
+    return gm.forward
+
+
+def fallback_random() -> bool:
+    from .. import config
+    return bool(getattr(config, "fallback_random", False))
+
+
+def _keep_eager_rng(decompositions: Decompositions | None) -> Decompositions | None:
+    """Under fallback_random, never decompose random ops: keep the ATen calls eager makes."""
+    if not decompositions or not fallback_random():
+        return decompositions
+    random = {torch.ops.aten.dropout.default, torch.ops.aten.native_dropout.default}
+    return {op: fn for op, fn in decompositions.items()
+            if op not in random and torch.Tag.nondeterministic_seeded not in op.tags}
+
+
+def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler | None = None,
+                bw_compiler: Compiler | None = None, *, partition: str = "min_cut",
+                decompositions: Decompositions | None = None,
+                inference_compiler: Compiler | None = None) -> CompiledProgram:
+    """Compile a torch-level FX graph with AOT forward/backward graphs (see module doc)."""
+    if partition not in POLICIES:
+        raise ValueError(f"unknown partition {partition!r}; choose one of {sorted(POLICIES)}")
+    fw_compiler = fw_compiler or run_as_is
+    bw_compiler = bw_compiler or run_as_is
+    inference_compiler = inference_compiler or fw_compiler
+    decompositions = _keep_eager_rng(decompositions)
+    partition_fn = POLICIES[partition]
+
+    program = lift(gm)                                                     # 1. lift
+    primals = list(example_inputs) + program.state
+    fake_mode, fakes = fake_inputs(primals)
+    schema = analyze(program, fakes, fake_mode)                            # 2. analyze
+
+    def mark(g: torch.fx.GraphModule) -> torch.fx.GraphModule:
+        g.meta["fallback_random"] = fallback_random()
+        return g
+
+    def make_training(flags: tuple) -> TrainingArtifact:                   # 3. training
+        nonlocal schema
+        fk = _with_requires_grad(fake_mode, fakes, flags)
+        sch = schema if list(flags) == schema.input_requires_grad else analyze(program, fk, fake_mode)
+        joint = trace_joint(program, sch, fake_mode, fk, decompositions)
+        part = partition_fn(joint, sch.mutated_inputs)
+        fw = fw_compiler(mark(part.fw_gm), list(fk))
+        art = TrainingArtifact(sch, fw, mark(part.bw_gm), bw_compiler, joint.grad_slots, len(part.saved))
+        art.partition = part
+        art.joint = joint
+        return art
+
+    def make_inference() -> Callable:                                      # 4. inference
+        fw_gm = trace_forward(program, schema, fake_mode, fakes, decompositions)
+        return inference_compiler(mark(fw_gm), list(fakes))
+
+    compiled = CompiledProgram(schema, program.state, make_training, make_inference)
+    flags = tuple(bool(getattr(p, "requires_grad", False)) for p in primals)
+    if torch.is_grad_enabled() and any(flags):
+        compiled.training(flags)
+    else:
+        compiled.inference()
+    return compiled
+
+
+def _with_requires_grad(fake_mode, fakes: list, flags: tuple) -> list:
+    """Fake primals with the given requires_grad flags (fresh fakes where they differ)."""
+    out = []
+    for t, rg in zip(fakes, flags):
+        if isinstance(t, torch.Tensor) and t.requires_grad != rg:
+            with fake_mode:
+                t = t.detach().clone().requires_grad_(rg) if rg else t.detach()
+        out.append(t)
+    return out

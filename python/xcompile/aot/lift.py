@@ -1,0 +1,105 @@
+"""Lift a torch-level FX graph into a function of flat tensors.
+
+The frontend hands us a GraphModule whose parameters and buffers are ``get_attr``
+nodes naming the REAL ``nn.Parameter`` / buffer objects. AOT tracing needs them as
+inputs ("primals"), so we make
+
+    program(*user_inputs, *state) -> tuple of outputs
+
+where ``state`` are those objects, deduplicated by identity (tied weights appear
+once). ``call_module`` nodes (what ``torch.fx.symbolic_trace`` leaves for leaf
+modules) are supported too: the submodule's parameters and buffers become state and
+the call runs through ``torch.func.functional_call``.
+
+The lifted program is only ever run at trace time (on fake tensors); the compiled
+artifact never interprets the user graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx
+
+
+def _fetch_attr(root: torch.nn.Module, target: str) -> Any:
+    obj: Any = root
+    for atom in target.split("."):
+        obj = getattr(obj, atom)
+    return obj
+
+
+@dataclass
+class LiftedProgram:
+    gm: torch.fx.GraphModule
+    num_user_inputs: int
+    state: list[torch.Tensor]                 # the real parameter / buffer objects
+    state_names: list[str]                    # where each was found (for messages and dumps)
+    _attr_slot: dict[str, int] = field(default_factory=dict)              # get_attr target -> state slot
+    _module_slots: dict[str, dict[str, int]] = field(default_factory=dict)  # module target -> {name: slot}
+
+    def __call__(self, *primals):
+        user = primals[: self.num_user_inputs]
+        state = primals[self.num_user_inputs:]
+        out = _LiftedInterpreter(self, state).run(*user)
+        if isinstance(out, torch.Tensor):
+            out = (out,)
+        if not isinstance(out, (tuple, list)):
+            raise TypeError(f"aot: the graph must return a tuple of tensors, got {type(out).__name__}")
+        return tuple(out)
+
+
+class _LiftedInterpreter(torch.fx.Interpreter):
+    def __init__(self, program: LiftedProgram, state):
+        super().__init__(program.gm, garbage_collect_values=True)
+        self.program = program
+        self.state_values = state
+
+    def get_attr(self, target, args, kwargs):
+        slot = self.program._attr_slot.get(target)
+        if slot is not None:
+            return self.state_values[slot]
+        return super().get_attr(target, args, kwargs)
+
+    def call_module(self, target, args, kwargs):
+        slots = self.program._module_slots.get(target)
+        module = self.fetch_attr(target)
+        if not slots:
+            return module(*args, **kwargs)
+        params = {name: self.state_values[slot] for name, slot in slots.items()}
+        return torch.func.functional_call(module, params, args, kwargs, tie_weights=False, strict=True)
+
+
+def lift(gm: torch.fx.GraphModule) -> LiftedProgram:
+    """Find every tensor the graph reads from ``gm`` and make it an input."""
+    state: list[torch.Tensor] = []
+    names: list[str] = []
+    slot_of_id: dict[int, int] = {}
+
+    def slot_for(t: torch.Tensor, name: str) -> int:
+        slot = slot_of_id.get(id(t))
+        if slot is None:
+            slot = slot_of_id[id(t)] = len(state)
+            state.append(t)
+            names.append(name)
+        return slot
+
+    num_user = 0
+    program = LiftedProgram(gm, 0, state, names)
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            num_user += 1
+        elif node.op == "get_attr":
+            value = _fetch_attr(gm, node.target)
+            if isinstance(value, torch.Tensor):
+                program._attr_slot[node.target] = slot_for(value, node.target)
+        elif node.op == "call_module" and node.target not in program._module_slots:
+            module = _fetch_attr(gm, node.target)
+            tensors = list(module.named_parameters(remove_duplicate=False))
+            tensors += list(module.named_buffers(remove_duplicate=False))
+            program._module_slots[node.target] = {
+                name: slot_for(t, f"{node.target}.{name}") for name, t in tensors
+            }
+    program.num_user_inputs = num_user
+    return program

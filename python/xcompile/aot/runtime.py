@@ -1,0 +1,171 @@
+"""Run compiled forward/backward graphs as one autograd op, and put effects back.
+
+Per call (``CompiledProgram.__call__``):
+ 1. primals = user inputs + the real parameter/buffer objects (read now, never copied);
+ 2. if autograd needs this call: ``CompiledFunction.apply`` runs the compiled forward and
+    saves exactly what the partition chose; the backward graph is compiled at the first
+    ``.backward()`` and runs as one node of eager autograd. Otherwise the inference graph;
+ 3. new values of mutated inputs are copied into the real inputs (tracked by autograd when
+    they require grad, so ``x.mul_(w)`` inside the graph differentiates as in eager);
+ 4. outputs that alias inputs or one another are rebuilt as views (``as_strided`` of the
+    real base), so ``out`` shares storage with ``x`` exactly when it did in eager.
+"""
+from __future__ import annotations
+
+import operator
+from typing import Callable
+
+import torch
+from torch._C import _functions as _autograd_functions
+
+from .schema import OutputKind, Schema
+
+_requires_grad = operator.attrgetter("requires_grad")
+
+DOUBLE_BACKWARD_ERROR = (
+    b"xcompile (aot): double backward through a compiled region is not supported; the compiled "
+    b"backward is differentiable only once. Run this part eagerly (xcompile.disable) for "
+    b"higher-order gradients.")
+
+
+class TrainingArtifact:
+    """Compiled forward + (lazily) compiled backward of one joint graph."""
+
+    def __init__(self, schema: Schema, fw: Callable, bw_gm: torch.fx.GraphModule,
+                 bw_compiler: Callable, grad_slots: list[int | None], num_saved: int):
+        self.fw = fw
+        self.bw_gm = bw_gm
+        self.bw_compiler = bw_compiler
+        self.bw: Callable | None = None
+        self.num_fw_outs = schema.num_fw_outs
+        self.num_saved = num_saved
+        self.diff_outs = tuple(schema.diff_fw_outs)
+        self.non_diff_outs = tuple(i for i, o in enumerate(schema.fw_outs) if not o.requires_grad)
+        self.deview = tuple(o.index for o in schema.outputs if o.kind is OutputKind.PLAIN and o.deview)
+        self.grad_slots = tuple(grad_slots)
+
+    def backward_fn(self, example: list) -> Callable:
+        if self.bw is None:
+            self.bw = self.bw_compiler(self.bw_gm, example)
+        return self.bw
+
+
+def _deview(t: torch.Tensor) -> torch.Tensor:
+    """Same storage and layout, but not an autograd view (its base is hidden in the graph)."""
+    if not t._is_view():
+        return t
+    out = t.new_empty(0)
+    out.set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+    return out
+
+
+class CompiledFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, art: TrainingArtifact, *primals):
+        outs = art.fw(*primals)
+        n = art.num_fw_outs
+        fw_outs = list(outs[:n])
+        for i in art.deview:
+            fw_outs[i] = _deview(fw_outs[i])
+        ctx.art = art
+        ctx.save_for_backward(*outs[n:])
+        if art.non_diff_outs:
+            ctx.mark_non_differentiable(*(fw_outs[i] for i in art.non_diff_outs))
+        return tuple(fw_outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        art: TrainingArtifact = ctx.art
+        tangents = [grads[i] if grads[i].is_contiguous() else grads[i].contiguous() for i in art.diff_outs]
+        args = [*ctx.saved_tensors, *tangents]
+        bw = art.backward_fn(args)
+        if torch.is_grad_enabled():            # create_graph=True: allow once, refuse a second time
+            with torch.no_grad():
+                out = bw(*args)
+            out = _delay_error(out, any(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+        else:
+            out = bw(*args)
+        return (None, *[None if s is None else out[s] for s in art.grad_slots])
+
+
+def _delay_error(outs, any_requires_grad: bool):
+    if not any_requires_grad or not outs:
+        return outs
+    err = _autograd_functions.DelayedError(DOUBLE_BACKWARD_ERROR, len(outs))
+    wrapped = []
+    for t in outs:
+        t = t.detach()
+        t.requires_grad_(True)
+        wrapped.append(t)
+    res = err(*wrapped)
+    return res if isinstance(res, (tuple, list)) else (res,)
+
+
+class CompiledProgram:
+    """What the backend returns: ``fn(*inputs) -> tuple`` of the user graph's outputs."""
+
+    def __init__(self, schema: Schema, state: list[torch.Tensor],
+                 make_training: Callable[[tuple], TrainingArtifact],
+                 make_inference: Callable[[], Callable]):
+        self.schema = schema
+        self.state = tuple(state)
+        self._make_training = make_training
+        self._make_inference = make_inference
+        self._training: dict[tuple, TrainingArtifact] = {}
+        self._inference: Callable | None = None
+        self._mutated = tuple(schema.mutated_inputs)
+        n = schema.num_fw_outs
+        self._mutation_slice = slice(n - len(self._mutated), n)
+        kinds = [o.kind for o in schema.outputs]
+        self._simple = (not self._mutated and all(k is OutputKind.PLAIN for k in kinds)
+                        and [o.index for o in schema.outputs] == list(range(len(kinds)))
+                        and len(kinds) == n)
+        self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset) for o in schema.outputs)
+
+    # -- variants, built on first need
+    def training(self, flags: tuple) -> TrainingArtifact:
+        art = self._training.get(flags)
+        if art is None:
+            art = self._training[flags] = self._make_training(flags)
+        return art
+
+    def inference(self) -> Callable:
+        if self._inference is None:
+            self._inference = self._make_inference()
+        return self._inference
+
+    def __call__(self, *inputs):
+        primals = inputs + self.state
+        if torch.is_grad_enabled():
+            flags = tuple(map(_requires_grad, primals))
+            if True in flags:
+                fw_outs = CompiledFunction.apply(self.training(flags), *primals)
+                return self._finish(primals, fw_outs)
+        inference = self._inference or self.inference()
+        return self._finish(primals, inference(*primals))
+
+    def _finish(self, primals, fw_outs):
+        if self._simple:
+            return tuple(fw_outs)
+        for k, new in zip(self._mutated, fw_outs[self._mutation_slice]):
+            target = primals[k]
+            if target.requires_grad and not new.requires_grad:
+                with torch.no_grad():
+                    target.copy_(new)
+            else:
+                target.copy_(new)
+        result: list = []
+        for kind, idx, size, stride, offset in self._out_plan:
+            if kind is OutputKind.PLAIN:
+                result.append(fw_outs[idx])
+            elif kind is OutputKind.INPUT_VIEW:
+                base = primals[idx]
+                result.append(base.as_strided(size, stride, base.storage_offset() + offset))
+            elif kind is OutputKind.BASE_VIEW:
+                base = fw_outs[idx]
+                result.append(base.as_strided(size, stride, base.storage_offset() + offset))
+            elif kind is OutputKind.IS_INPUT:
+                result.append(primals[idx])
+            else:
+                result.append(result[idx])
+        return tuple(result)

@@ -1,0 +1,207 @@
+"""What a program does to its inputs and how its outputs alias, found before tracing.
+
+One run of the lifted program on fake functional tensors (cheap: no data) answers:
+- which inputs it writes into (data mutations; metadata mutations are refused),
+- which outputs are an input, a view of an input, or views of one another,
+- which outputs require grad.
+
+From that we fix the list of tensors the functional forward returns ("fw outs"):
+
+    [plain outputs ...] + [bases of aliased output groups ...] + [new values of mutated inputs ...]
+
+and how each user output is rebuilt from fw outs and inputs at run time (``OutputInfo``).
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import torch
+from torch._dispatch.python import enable_python_dispatcher
+
+from .functional import functionalization, has_data_mutation, has_metadata_mutation, to_functional
+
+
+class AotUnsupported(RuntimeError):
+    """A program the AOT pipeline cannot compile; the message says what and why."""
+
+
+class OutputKind(enum.Enum):
+    PLAIN = "plain"            # fw_outs[index]
+    DUP = "dup"                # the same object as user output [index]
+    IS_INPUT = "is_input"      # primals[index] itself
+    INPUT_VIEW = "input_view"  # a view of primals[index], rebuilt with as_strided
+    BASE_VIEW = "base_view"    # a view of fw_outs[index] (a group base), rebuilt with as_strided
+
+
+@dataclass(frozen=True)
+class OutputInfo:
+    kind: OutputKind
+    index: int
+    size: tuple[int, ...] = ()
+    stride: tuple[int, ...] = ()
+    offset: int = 0            # storage offset relative to the base's storage offset
+    deview: bool = False       # PLAIN output that is a view of a hidden intermediate
+
+    def describe(self) -> str:
+        return f"{self.kind.value}[{self.index}]"
+
+
+@dataclass(frozen=True)
+class FwOut:
+    recipe: tuple              # ("out", i) | ("base_of", i) | ("input", k): how to read it off a run
+    requires_grad: bool
+    size: tuple[int, ...]
+    dtype: torch.dtype
+    device: torch.device
+
+
+@dataclass
+class Schema:
+    num_primals: int
+    input_requires_grad: list[bool]
+    mutated_inputs: list[int]          # primal indices written by the program, in order
+    outputs: list[OutputInfo]          # one per user output
+    fw_outs: list[FwOut]               # what the functional forward returns
+    cloned_inputs: list[int]           # mutated inputs that require grad: traced on a clone
+
+    def prepare(self, fprimals: list) -> list:
+        """The inputs as the program sees them: a mutated input that requires grad is
+        cloned first, so autograd lets the program write into it (as it would into the
+        non-leaf tensor it is in eager) and the gradient still reaches the input."""
+        if not self.cloned_inputs:
+            return fprimals
+        used = list(fprimals)
+        for k in self.cloned_inputs:
+            used[k] = used[k].clone()
+        return used
+
+    @property
+    def num_fw_outs(self) -> int:
+        return len(self.fw_outs)
+
+    @property
+    def num_mutations(self) -> int:
+        return len(self.mutated_inputs)
+
+    @property
+    def diff_fw_outs(self) -> list[int]:
+        """Indices of fw outs that get a tangent in the joint graph."""
+        return [i for i, o in enumerate(self.fw_outs) if o.requires_grad]
+
+    def collect(self, outs: tuple, fprimals: list) -> list:
+        """Pick the fw outs off one functional run (same program, any tensors)."""
+        picked = []
+        for fo in self.fw_outs:
+            what, i = fo.recipe
+            if what == "out":
+                picked.append(outs[i])
+            elif what == "base_of":
+                picked.append(outs[i]._base)
+            else:
+                picked.append(fprimals[i])
+        return picked
+
+    def summary(self) -> str:
+        outs = ", ".join(o.describe() for o in self.outputs)
+        return (f"Schema(primals={self.num_primals}, mutated={self.mutated_inputs}, "
+                f"outputs=[{outs}], fw_outs={len(self.fw_outs)})")
+
+
+def _view_info(out: torch.Tensor, base: torch.Tensor, kind: OutputKind, index: int) -> OutputInfo:
+    return OutputInfo(kind, index, tuple(out.shape), tuple(out.stride()),
+                      out.storage_offset() - base.storage_offset())
+
+
+def analyze(program, fake_primals: list, fake_mode) -> Schema:
+    """Run ``program`` once on fake functional tensors and describe its effects."""
+    requires_grad = [bool(getattr(p, "requires_grad", False)) for p in fake_primals]
+    # user inputs that require grad may be non-leaves the program writes into: give it a clone
+    maybe_cloned = [k for k in range(program.num_user_inputs) if requires_grad[k]]
+    with fake_mode, enable_python_dispatcher(), functionalization(), torch.enable_grad():
+        fprimals = [to_functional(p) for p in fake_primals]
+        probe = Schema(len(fprimals), requires_grad, [], [], [], maybe_cloned)
+        used = probe.prepare(fprimals)
+        outs = program(*used)
+        schema = _describe(outs, used, requires_grad)
+        schema.cloned_inputs = [k for k in maybe_cloned if k in schema.mutated_inputs]
+        return schema
+
+
+def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool]) -> Schema:
+    for i, o in enumerate(outs):
+        if not isinstance(o, torch.Tensor):
+            raise AotUnsupported(f"aot: output {i} is a {type(o).__name__}; graphs must return tensors")
+    mutated = []
+    for k, p in enumerate(fprimals):
+        if has_metadata_mutation(p):
+            raise AotUnsupported(
+                f"aot: input {k} has its metadata changed in place (e.g. t_(), resize_, as_strided_); "
+                "only data mutations of inputs are supported")
+        if has_data_mutation(p):
+            mutated.append(k)
+    input_slot = {id(p): k for k, p in enumerate(fprimals)}
+
+    infos: list[OutputInfo | None] = [None] * len(outs)
+    groups: dict[int, list[int]] = {}       # id(root) -> user output indices
+    roots: dict[int, torch.Tensor] = {}
+    root_of: dict[int, int] = {}            # user output index -> id(root)
+    first_seen: dict[int, int] = {}
+    for i, o in enumerate(outs):
+        if id(o) in first_seen:
+            infos[i] = OutputInfo(OutputKind.DUP, first_seen[id(o)])
+            continue
+        first_seen[id(o)] = i
+        if id(o) in input_slot:
+            infos[i] = OutputInfo(OutputKind.IS_INPUT, input_slot[id(o)])
+            continue
+        base = o._base if o._is_view() else None
+        if base is not None and base.dtype != o.dtype:
+            base = None                      # dtype-reinterpreting views are returned as plain tensors
+        if base is not None and id(base) in input_slot:
+            infos[i] = _view_info(o, base, OutputKind.INPUT_VIEW, input_slot[id(base)])
+            continue
+        root = base if base is not None else o
+        groups.setdefault(id(root), []).append(i)
+        roots[id(root)] = root
+        root_of[i] = id(root)
+
+    fw_outs: list[FwOut] = []
+
+    def add_fw_out(recipe: tuple, t: torch.Tensor) -> int:
+        fw_outs.append(FwOut(recipe, bool(t.requires_grad), tuple(t.shape), t.dtype, t.device))
+        return len(fw_outs) - 1
+
+    # plain outputs first, in user order (a group whose root is itself an output is based on it)
+    base_slot: dict[int, int] = {}
+    for i, o in enumerate(outs):
+        if infos[i] is not None:
+            continue
+        root = roots[root_of[i]]
+        members = groups[root_of[i]]
+        if root is o or len(members) == 1:
+            hidden_view = root is not o
+            infos[i] = OutputInfo(OutputKind.PLAIN, add_fw_out(("out", i), o), deview=hidden_view)
+            if root is o:
+                base_slot[id(root)] = infos[i].index
+    # then the hidden bases of groups of outputs that alias one another
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        root = roots[key]
+        if key not in base_slot:
+            base_slot[key] = add_fw_out(("base_of", members[0]), root)
+        for i in members:
+            if infos[i] is None:
+                infos[i] = _view_info(outs[i], root, OutputKind.BASE_VIEW, base_slot[key])
+    # then the new values of mutated inputs
+    for k in mutated:
+        add_fw_out(("input", k), fprimals[k])
+    return Schema(
+        num_primals=len(fprimals),
+        input_requires_grad=input_requires_grad,
+        mutated_inputs=mutated,
+        outputs=[info for info in infos if info is not None],
+        fw_outs=fw_outs,
+        cloned_inputs=[],
+    )
