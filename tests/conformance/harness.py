@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 
@@ -254,7 +254,8 @@ def assert_same(actual, expected, *, path="out", rtol=None, atol=None,
     assert ta is te, f"{path}: type {ta.__name__} != eager {te.__name__}"
     if isinstance(expected, torch.Tensor):
         assert actual.dtype == expected.dtype, f"{path}: dtype {actual.dtype} != eager {expected.dtype}"
-        assert actual.shape == expected.shape, f"{path}: shape {tuple(actual.shape)} != eager {tuple(expected.shape)}"
+        assert actual.shape == expected.shape, (
+            f"{path}: shape {tuple(actual.shape)} != eager {tuple(expected.shape)}")
         assert actual.device == expected.device, f"{path}: device {actual.device} != eager {expected.device}"
         assert actual.stride() == expected.stride(), (
             f"{path}: stride {actual.stride()} != eager {expected.stride()}")

@@ -105,8 +105,8 @@ def regression_losses(a, b):
 
 @T.case(rn(4, 5), rn(4, 5))
 def bce_with_logits(a, b):
-    return F.binary_cross_entropy_with_logits(a, torch.sigmoid(b)), F.binary_cross_entropy(torch.sigmoid(a),
-                                                                                           torch.sigmoid(b))
+    p, q = torch.sigmoid(a), torch.sigmoid(b)
+    return F.binary_cross_entropy_with_logits(a, q), F.binary_cross_entropy(p, q)
 
 
 @T.case(rn(2, 3, 8, 8), rn(4, 3, 3, 3), rtol=1e-4, atol=1e-5)
@@ -117,7 +117,8 @@ def functional_conv_and_pool(x, w):
 
 @T.case(rn(2, 3, 4, 4))
 def pad_and_interpolate(x):
-    return F.pad(x, (1, 1, 2, 0)), F.pad(x, (1, 1), value=3.0), F.interpolate(x, scale_factor=2, mode="nearest")
+    return (F.pad(x, (1, 1, 2, 0)), F.pad(x, (1, 1), value=3.0),
+            F.interpolate(x, scale_factor=2, mode="nearest"))
 
 
 @T.case(ri(5, high=4))
@@ -148,7 +149,8 @@ def tensor_methods_mix(a, b):
 
 @T.case(rp(3, 4), rp(3, 4))
 def elementwise_binary_special(a, b):
-    return torch.atan2(a, b), torch.hypot(a, b), torch.xlogy(a, b), torch.logaddexp(a, b), torch.copysign(a, -b)
+    return (torch.atan2(a, b), torch.hypot(a, b), torch.xlogy(a, b), torch.logaddexp(a, b),
+            torch.copysign(a, -b))
 
 
 @T.case(rn(2, 3), rn(2, 3))

@@ -2,7 +2,6 @@
 torch.compile (only with XCOMPILE_TEST_REFERENCE=1).  Tests take the ``cc`` fixture."""
 from __future__ import annotations
 
-import contextlib
 import os
 
 import pytest
@@ -78,11 +77,3 @@ def xc():
     xcompile.reset()
     yield xcompile
     xcompile.reset()
-
-
-@contextlib.contextmanager
-def no_warnings_raised():
-    import warnings
-    with warnings.catch_warnings(record=True) as w:
-        warnings.simplefilter("always")
-        yield w

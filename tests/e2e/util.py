@@ -6,12 +6,14 @@ import torch
 
 def same(actual, expected, path="out"):
     """Structure, dtype, shape, stride, device, requires_grad and values (meta tensors: no values)."""
-    assert type(actual) is type(expected), f"{path}: {type(actual).__name__} != eager {type(expected).__name__}"
+    assert type(actual) is type(expected), (
+        f"{path}: {type(actual).__name__} != eager {type(expected).__name__}")
     if isinstance(expected, torch.Tensor):
         for prop in ("dtype", "shape", "device", "requires_grad"):
             a, e = getattr(actual, prop), getattr(expected, prop)
             assert a == e, f"{path}: {prop} {a} != eager {e}"
-        assert actual.stride() == expected.stride(), f"{path}: stride {actual.stride()} != eager {expected.stride()}"
+        assert actual.stride() == expected.stride(), (
+            f"{path}: stride {actual.stride()} != eager {expected.stride()}")
         if expected.device.type != "meta":
             torch.testing.assert_close(actual.detach(), expected.detach(), equal_nan=True)
     elif isinstance(expected, (tuple, list)):
@@ -41,7 +43,7 @@ class Calls:
         self._seed = 0
 
     def check(self, factory, *, compiles: int, what: str = ""):
-        """Call with fresh inputs from ``factory() -> (args, kwargs)``; the graph count must then be ``compiles``."""
+        """Call with fresh inputs from ``factory() -> (args, kwargs)``; then ``compiles`` graphs exist."""
         self._seed += 1
         args_e, kw_e = seeded(factory, self._seed)
         args_c, kw_c = seeded(factory, self._seed)
