@@ -193,7 +193,8 @@ class Tracer:
                              for i, d in enumerate(f.__defaults__ or ()))
             kwdefaults = {k: self.wrap(d, _sub(fn.source, "__kwdefaults__", k), fn.covered)
                           for k, d in (f.__kwdefaults__ or {}).items()}
-            cells = {name: _external_cell(c, _closure_source(fn.source, i))
+            # the compiler's __class__ cell (zero-argument super) never changes: no guard
+            cells = {name: _external_cell(c, None if name == "__class__" else _closure_source(fn.source, i))
                      for i, (name, c) in enumerate(zip(code.co_freevars, f.__closure__ or ()))}
             globals_ = self._function_globals(f, fn.source)
         elif isinstance(fn, NestedFunctionValue):
