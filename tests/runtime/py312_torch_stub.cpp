@@ -1,0 +1,17 @@
+// Torch-free stand-ins for guard_tensor.cpp, linked only into the CPython 3.12 test build of
+// the runtime (check_py312_compile.sh), where no torch is installed. Not part of xcompile._C.
+#include <stdexcept>
+
+#include "guard_leaves.h"
+
+namespace xc {
+
+std::unique_ptr<Leaf> make_tensor_match(PyObject*, std::string, const DimSpec&, const DimSpec&) {
+  throw std::runtime_error("tensor guards are not available in the torch-free test build");
+}
+
+std::unique_ptr<RootLeaf> make_global_state(std::string) {
+  throw std::runtime_error("global-state guards are not available in the torch-free test build");
+}
+
+}  // namespace xc
