@@ -9,6 +9,8 @@ holds, because a resume function has to rebuild the stack and some slots are not
     MAYBE_NULL  NULL or an object, known only at run time (3.11 LOAD_METHOD, 3.12 LOAD_ATTR
                 method form, LOAD_FAST_AND_CLEAR)
     EXC_INFO    the previous exception PUSH_EXC_INFO saved: the slot marks handler code
+    SAVED       a local's previous value (maybe NULL) saved by 3.12's LOAD_FAST_AND_CLEAR
+                while an inlined comprehension borrows the local's slot
 
 Stack effects come from ``dis.stack_effect`` except for the few opcodes whose NULL handling
 or run-time layout differs from the compiler's accounting (table ``_SPECIAL``).
@@ -29,12 +31,13 @@ class Slot(enum.Enum):
     NULL = "null"
     MAYBE_NULL = "maybe_null"
     EXC_INFO = "exc_info"
+    SAVED = "saved_local"
 
     def __repr__(self) -> str:
         return self.name
 
 
-V, NULL, MAYBE, EXC = Slot.VALUE, Slot.NULL, Slot.MAYBE_NULL, Slot.EXC_INFO
+V, NULL, MAYBE, EXC, SAVED = Slot.VALUE, Slot.NULL, Slot.MAYBE_NULL, Slot.EXC_INFO, Slot.SAVED
 Stack = tuple[Slot, ...]
 
 
@@ -62,7 +65,7 @@ if "LOAD_ATTR" in op.FACTS.name_shift:
 if "LOAD_SUPER_ATTR" in op.OPMAP:
     _SPECIAL["LOAD_SUPER_ATTR"] = lambda a: (3, (MAYBE, V)) if a & 1 else (3, (V,))
 if "LOAD_FAST_AND_CLEAR" in op.OPMAP:
-    _SPECIAL["LOAD_FAST_AND_CLEAR"] = lambda a: (0, (MAYBE,))
+    _SPECIAL["LOAD_FAST_AND_CLEAR"] = lambda a: (0, (SAVED,))
 
 
 def pops_pushes(ins: Instruction, jump: bool) -> tuple[int, Stack]:
@@ -294,3 +297,42 @@ def liveness(instrs: list[Instruction]) -> list[frozenset[str]]:
                 live[k] = new
                 changed = True
     return live
+
+
+def borrowed_slots(instrs: list[Instruction], info: StackInfo | None = None) -> list[frozenset[str]]:
+    """For each index, the locals whose slot an inlined comprehension (3.12) is using for its
+    own variable: between ``LOAD_FAST_AND_CLEAR x`` and the ``STORE_FAST x`` that puts the
+    saved value back. There the slot of a cell variable holds a plain value, not the cell.
+    Always empty on 3.11 (comprehensions are separate functions)."""
+    info = info or analyze_stack(instrs)
+    n = len(instrs)
+    index = {id(x): k for k, x in enumerate(instrs)}
+    state: list[dict[str, int] | None] = [None] * n
+    if n:
+        state[0] = {}
+    work = [0] if n else []
+    while work:
+        k = work.pop()
+        cur = dict(state[k] or {})
+        ins = instrs[k]
+        before = info.before[k]
+        if ins.opname == "LOAD_FAST_AND_CLEAR":
+            cur[ins.argval] = cur.get(ins.argval, 0) + 1
+        elif ins.opname == "STORE_FAST" and before and before[-1] is SAVED and cur.get(ins.argval):
+            cur[ins.argval] -= 1
+        edges = []
+        if falls_through(ins) and k + 1 < n:
+            edges.append((k + 1, cur))
+        if ins.target is not None:
+            edges.append((index[id(ins.target)], cur))
+        if ins.exn_entry is not None:   # raised before the instruction completed
+            edges.append((index[id(ins.exn_entry.target)], state[k] or {}))
+        for j, new in edges:
+            old = state[j]
+            merged = dict(old or {})
+            for name, d in new.items():
+                merged[name] = max(merged.get(name, 0), d)
+            if old is None or merged != old:
+                state[j] = merged
+                work.append(j)
+    return [frozenset(name for name, d in (s or {}).items() if d > 0) for s in state]

@@ -88,6 +88,8 @@ def _fix_jump_directions(instrs: list[Instruction]) -> list[Instruction]:
             continue
         if id(ins.target) not in index:
             raise AssemblyError(f"{ins.opname} at {i} jumps to an instruction not in the list")
+        if op.FACTS.for_iter_skips_end_for and ins.opname == "FOR_ITER" and ins.target.opname != "END_FOR":
+            raise AssemblyError(f"FOR_ITER at {i} must jump to an END_FOR, not {ins.target.opname}")
         backward = index[id(ins.target)] <= i
         name = ins.opname
         if backward and name in op.BACKWARD_JUMPS or not backward and name not in op.BACKWARD_JUMPS:

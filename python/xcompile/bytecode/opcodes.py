@@ -30,6 +30,9 @@ class OpcodeFacts:
     merge_same_locations: bool = False
     # instructions after which control never falls through to the next one
     no_fallthrough: frozenset[str] = frozenset()
+    # 3.12: an exhausted FOR_ITER jumps one instruction past its target, which must be the
+    # END_FOR (so nothing may be inserted before that END_FOR)
+    for_iter_skips_end_for: bool = False
 
 
 _NO_FALLTHROUGH = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD",
@@ -66,6 +69,7 @@ TABLE: dict[tuple[int, int], OpcodeFacts] = {
                  "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NONE"},
         merge_same_locations=True,
         no_fallthrough=_NO_FALLTHROUGH | {"RETURN_CONST"},
+        for_iter_skips_end_for=True,
     ),
 }
 
