@@ -115,6 +115,22 @@ class Fusion:
                 refs += [a for a in pytree.tree_leaves((n.args, n.kwargs)) if isinstance(a, TensorRef)]
         return ext | {r.name for r in refs}
 
+    def reads_broadcast(self, user: LoopNode, b: str, inlined: dict) -> bool:
+        """Does ``user`` (with the producers inlined so far) read some element of ``b`` more than
+        once, i.e. is one of its loop variables missing from an index it loads ``b`` at?"""
+        rec = ReadRecorder()
+        ops = InlineOps(rec, inlined, self.g.buffers)
+        idx = [index_var("x", i) for i in range(len(user.ranges))]
+        ridx = [index_var("r", i) for i in range(len(user.rranges))]
+        user.run(ops, idx, ridx)
+        loop_vars = {v for v, s in zip(idx + ridx, user.ranges + user.rranges) if s != 1}
+        for name, index in rec.reads:
+            if name == b:
+                used = set().union(*[sympy.sympify(i).free_symbols for i in index]) if index else set()
+                if loop_vars - used:
+                    return True
+        return False
+
     def inline(self) -> tuple[list, dict[str, LoopNode]]:
         loops = [n for n in self.g.nodes if isinstance(n, LoopNode)]
         recs = {n: record(n) for n in loops}
@@ -141,8 +157,7 @@ class Fusion:
             if not users:
                 continue
             cost = recs[n].op_count
-            own = math.prod(n.ranges)
-            broadcast = [u.name for u in users if math.prod(u.ranges) * math.prod(u.rranges) > own]
+            broadcast = [u.name for u in users if cost > 0 and self.reads_broadcast(u, b, inlined)]
             if broadcast and cost > 0:
                 _why(f"keep {b}: read broadcast by {broadcast}; inlining would recompute {cost} ops per element")
                 continue

@@ -82,11 +82,11 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
     for i, name in enumerate(graph.inputs):
         pname = name or f"_unused{i}"
         if i in bound:
-            prologue.append(f"{pname} = {g.add(bound[i], f'bound_{pname}')}")
+            g.values[pname] = bound[i]      # a global of the wrapper: no per-call work
         else:
             params.append(pname)
     for name, t in getattr(graph, "constants", {}).items():
-        prologue.append(f"{name} = {g.add(t, f'const_{name}')}")
+        g.values[name] = t
     device = None if graph.device.type == "cpu" else g.add(graph.device, "device")
     donors = {d for s in plan.steps for _, d in s.allocs if d}
     lines = []

@@ -1,0 +1,70 @@
+"""Backend "inductor": fused C++/OpenMP (CPU) or Triton (GPU) kernels from ``xcompile.kernels``.
+
+``inductor(gm, example_inputs) -> callable`` (the torch backend signature).  Two paths:
+
+- inference (nothing requires grad, or grad is off): lift parameters/buffers to inputs,
+  trace a functional, decomposed ATen graph with ``make_fx`` and compile it with
+  ``compile_aten_graph``; the parameters are bound into the generated wrapper (the real
+  objects, so in-place optimizer updates are seen on the next call).
+- training: ``aot.api.aot_compile`` builds forward and backward ATen graphs and hands each
+  to ``compile_aten_graph``.
+
+Anything that fails runs the graph eagerly with one warning; it never raises into user code.
+"""
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.fx
+
+from .. import config, log
+from ..kernels.compile import compile_aten_graph
+from ..kernels.decompose import DECOMPOSITIONS, trace_aten
+
+
+def _needs_grad(tensors) -> bool:
+    return torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in tensors)
+
+
+def _eager(gm: torch.fx.GraphModule, why: str):
+    warnings.warn(f"xcompile inductor: running this graph eagerly ({why})", RuntimeWarning, stacklevel=3)
+    log.log("fallbacks", "whole graph eager: %s", why)
+    return gm.forward
+
+
+def inductor(gm: torch.fx.GraphModule, example_inputs: list):
+    from ..aot.lift import lift
+
+    try:
+        program = lift(gm)
+    except Exception as e:  # noqa: BLE001
+        return _eager(gm, f"cannot lift parameters: {type(e).__name__}: {e}")
+    inputs = list(example_inputs)
+    if _needs_grad(inputs + list(program.state)):
+        return _training(gm, inputs)
+    primals = inputs + list(program.state)
+    try:
+        with torch.no_grad():
+            aten_gm = trace_aten(program, primals)
+    except Exception as e:  # noqa: BLE001
+        if getattr(config, "kernel_raise_errors", False):
+            raise
+        return _eager(gm, f"cannot trace to ATen: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    n = len(inputs)
+    bound = {n + i: t for i, t in enumerate(program.state)}
+    return compile_aten_graph(aten_gm, primals, bound=bound)
+
+
+def _training(gm: torch.fx.GraphModule, inputs: list):
+    try:
+        from ..aot.api import aot_compile
+    except ImportError as e:
+        return _eager(gm, f"training graphs need xcompile.aot ({e})")
+    try:
+        return aot_compile(gm, inputs, fw_compiler=compile_aten_graph, bw_compiler=compile_aten_graph,
+                           partition="min_cut", decompositions=DECOMPOSITIONS)
+    except Exception as e:  # noqa: BLE001
+        if getattr(config, "kernel_raise_errors", False):
+            raise
+        return _eager(gm, f"AOT compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
