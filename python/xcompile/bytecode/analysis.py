@@ -279,7 +279,14 @@ def liveness(instrs: list[Instruction]) -> list[frozenset[str]]:
     some path from just before that instruction. Exceptional edges count as paths."""
     n = len(instrs)
     index = {id(x): k for k, x in enumerate(instrs)}
-    succ = [successors(instrs, k, index) for k in range(n)]
+    normal: list[list[int]] = []
+    handler: list[int | None] = []
+    for k, ins in enumerate(instrs):
+        nxt = [k + 1] if falls_through(ins) and k + 1 < n else []
+        if ins.target is not None:
+            nxt.append(index[id(ins.target)])
+        normal.append(nxt)
+        handler.append(index[id(ins.exn_entry.target)] if ins.exn_entry is not None else None)
     gen: list[frozenset[str]] = []
     kill: list[frozenset[str]] = []
     for ins in instrs:
@@ -291,8 +298,11 @@ def liveness(instrs: list[Instruction]) -> list[frozenset[str]]:
     while changed:
         changed = False
         for k in range(n - 1, -1, -1):
-            out: frozenset[str] = frozenset().union(*(live[s] for s in succ[k])) if succ[k] else frozenset()
+            out: frozenset[str] = frozenset().union(*(live[s] for s in normal[k]))
             new = (out - kill[k]) | gen[k]
+            h = handler[k]
+            if h is not None:       # an exception leaves before the instruction's write
+                new = new | live[h]
             if new != live[k]:
                 live[k] = new
                 changed = True

@@ -29,6 +29,8 @@ class VersionFacts:
     # FOR_ITER on exhaustion: pops the iterator and jumps to the target (3.11), or to the
     # instruction after the END_FOR found at the target (3.12)
     for_iter_skips_end_for: bool = False
+    # SEND on an exhausted iterator: pops the receiver (3.11) or leaves it for END_SEND (3.12)
+    send_keeps_receiver: bool = False
     # CALL_INTRINSIC_1 function ids (3.12+)
     intrinsic_1: tuple[str, ...] = ()
     # opcodes that exist only in this version and need no handler because they are never
@@ -67,12 +69,13 @@ TABLE: dict[tuple[int, int], VersionFacts] = {
         load_attr_method_bit=True,
         kw_names_from_consts=False,
         for_iter_skips_end_for=True,
+        send_keeps_receiver=True,
         intrinsic_1=("INTRINSIC_1_INVALID", "INTRINSIC_PRINT", "INTRINSIC_IMPORT_STAR",
                      "INTRINSIC_STOPITERATION_ERROR", "INTRINSIC_ASYNC_GEN_WRAP",
                      "INTRINSIC_UNARY_POSITIVE", "INTRINSIC_LIST_TO_TUPLE", "INTRINSIC_TYPEVAR",
                      "INTRINSIC_PARAMSPEC", "INTRINSIC_TYPEVARTUPLE", "INTRINSIC_SUBSCRIPT_GENERIC",
                      "INTRINSIC_TYPEALIAS"),
-        exception_only=_COMMON_EXC_ONLY | {"CLEANUP_THROW", "END_SEND"},
+        exception_only=_COMMON_EXC_ONLY | {"CLEANUP_THROW"},
     ),
 }
 

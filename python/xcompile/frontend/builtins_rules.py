@@ -31,6 +31,7 @@ from .values import (
     NestedFunctionValue,
     ObjectMethodValue,
     PartialValue,
+    SetValue,
     TensorMethodValue,
     TensorValue,
     TorchOpValue,
@@ -234,6 +235,15 @@ def _dict(tx, args, kwargs):
                 items[kc] = v
     items.update(kwargs)
     return DictValue(items)
+
+
+@builtin(set)
+def _set(tx, args, kwargs):
+    from .pyops import set_add
+    s = SetValue([])
+    for item in (items_of(tx, args[0]) if args else []):
+        set_add(s, item)
+    return s
 
 
 @builtin(range)
@@ -474,6 +484,28 @@ def _tuple_method(tx, t: TupleValue, name: str, args, kwargs) -> Value:
     raise Unsupported(f"tuple.{name}")
 
 
+def _set_method(tx, s: SetValue, name: str, args, kwargs) -> Value:
+    from .pyops import set_add, set_member
+    if name == "add":
+        set_add(s, args[0])
+    elif name == "update":
+        for a in args:
+            for item in items_of(tx, a):
+                set_add(s, item)
+    elif name in ("discard", "remove"):
+        keep = [x for x in s.items if not set_member([x], args[0])]
+        if name == "remove" and len(keep) == len(s.items):
+            raise Unsupported("set.remove of a missing element raises KeyError")
+        s.items[:] = keep
+    elif name == "copy":
+        return SetValue(list(s.items))
+    elif name == "__contains__":
+        return ConstantValue(set_member(s.items, args[0]))
+    else:
+        raise Unsupported(f"set.{name}")
+    return ConstantValue(None)
+
+
 def call_object_method(tx, m: ObjectMethodValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
     obj = m.obj
     if isinstance(obj, ListValue):
@@ -482,6 +514,8 @@ def call_object_method(tx, m: ObjectMethodValue, args: list[Value], kwargs: dict
         return _dict_method(tx, obj, m.name, args, kwargs)
     if isinstance(obj, TupleValue):
         return _tuple_method(tx, obj, m.name, args, kwargs)
+    if isinstance(obj, SetValue):
+        return _set_method(tx, obj, m.name, args, kwargs)
     if isinstance(obj, ConstantValue):             # immutable: the real method is safe to run
         cargs = _consts(args, m.name)
         ckw = dict(zip(kwargs, _consts(list(kwargs.values()), m.name)))

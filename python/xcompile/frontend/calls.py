@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -54,6 +55,25 @@ def _set_grad_enabled(tx: "Tracer", args) -> Value:
     prev = tx.gb.grad_enabled
     switch_grad_mode(tx, bool(args[0].value))
     return GradModeValue(bool(args[0].value), prev=prev)
+
+
+def _autocast(args, kwargs) -> Value:
+    from .pyops import as_constant
+    consts = [as_constant(a) for a in [*args, *kwargs.values()]]
+    if not all(ok for ok, _ in consts):
+        raise Unsupported("torch.autocast with non-constant arguments")
+    vals = [c for _, c in consts]
+    device = vals[0] if args else kwargs_device(kwargs)
+    enabled = dict(zip(kwargs, vals[len(args):])).get("enabled", True)
+    if enabled is False and isinstance(device, str) and not torch.is_autocast_enabled(device):
+        return NoOpContextValue(f"torch.autocast({device!r}, enabled=False) (autocast already off)")
+    raise Unsupported("torch.autocast inside a compiled region",
+                      "Call the compiled function under torch.autocast instead.")
+
+
+def kwargs_device(kwargs):
+    v = kwargs.get("device_type")
+    return v.value if isinstance(v, ConstantValue) else None
 
 
 def switch_grad_mode(tx: "Tracer", enabled: bool) -> None:
@@ -108,6 +128,10 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
                           "switch the mode reliably.")
     if cls is torch.set_grad_enabled:
         return _set_grad_enabled(tx, args)
+    if cls is contextlib.nullcontext and not args:
+        return NoOpContextValue("contextlib.nullcontext()")
+    if cls is torch.autocast:
+        return _autocast(args, kwargs)
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
         from .builtins_rules import make_namedtuple
         return make_namedtuple(tx, cls, list(args), dict(kwargs))

@@ -11,6 +11,7 @@ from .values import (
     IteratorValue,
     ListValue,
     ModuleValue,
+    SetValue,
     TensorValue,
     TupleValue,
     Value,
@@ -41,6 +42,12 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
     """The values that ``iter(v)`` would produce, all resolved."""
     if isinstance(v, (TupleValue, ListValue)):
         return [tx.resolve(x) for x in v.items]
+    if isinstance(v, SetValue):
+        from .pyops import as_constant
+        consts = [as_constant(x) for x in v.items]
+        if all(ok for ok, _ in consts):          # iterate in Python's own set order
+            return [ConstantValue(c) for c in set(c for _, c in consts)]
+        raise Unsupported("iterating over a set of non-constants (the order depends on object ids)")
     if isinstance(v, IteratorValue):
         rest = v.items[v.pos:]
         v.pos = len(v.items)
@@ -71,7 +78,7 @@ def get_iter(tx: "Tracer", v: Value) -> IteratorValue:
 def length_of(tx: "Tracer", v: Value) -> int:
     if isinstance(v, (TupleValue, ListValue)):
         return len(v.items)
-    if isinstance(v, DictValue):
+    if isinstance(v, (DictValue, SetValue)):
         return len(v.items)
     if isinstance(v, DictViewValue):
         return len(v.dict_value.items)

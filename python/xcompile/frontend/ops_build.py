@@ -4,9 +4,9 @@ from __future__ import annotations
 from ..bytecode.instructions import Instr
 from .exc import Unsupported
 from .iteration import items_of
-from .pyops import as_constant, delitem, fold, getitem, setitem
+from .pyops import as_constant, delitem, fold, getitem, set_add, setitem
 from .tracer import Frame, handler
-from .values import ConstantValue, DictValue, ListValue, TupleValue, Value
+from .values import ConstantValue, DictValue, ListValue, SetValue, TupleValue, Value
 
 
 @handler("BUILD_TUPLE")
@@ -21,8 +21,10 @@ def build_list(f: Frame, inst: Instr) -> None:
 
 @handler("BUILD_SET")
 def build_set(f: Frame, inst: Instr) -> None:
-    vals = f.popn(inst.arg)
-    raise Unsupported("building a set", "Sets are not supported yet; use a tuple or a dict.")
+    s = SetValue([])
+    for v in f.popn(inst.arg):
+        set_add(s, v)
+    f.push(s)
 
 
 def _key(v: Value):
@@ -89,9 +91,17 @@ def list_extend(f: Frame, inst: Instr) -> None:
     f.peek(inst.arg).items.extend(items_of(f.tx, v))
 
 
-@handler("SET_ADD", "SET_UPDATE")
-def set_add(f: Frame, inst: Instr) -> None:
-    raise Unsupported("building a set", "Sets are not supported yet; use a tuple or a dict.")
+@handler("SET_ADD")
+def set_add_op(f: Frame, inst: Instr) -> None:
+    v = f.pop()
+    set_add(f.peek(inst.arg), v)
+
+
+@handler("SET_UPDATE")
+def set_update_op(f: Frame, inst: Instr) -> None:
+    v = f.pop()
+    for item in items_of(f.tx, v):
+        set_add(f.peek(inst.arg), item)
 
 
 @handler("MAP_ADD")

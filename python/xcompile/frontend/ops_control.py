@@ -136,6 +136,35 @@ def yield_value(f: Frame, inst: Instr) -> None:
     f.push(ConstantValue(None))               # what `yield` evaluates to
 
 
+@handler("GET_YIELD_FROM_ITER")
+def get_yield_from_iter(f: Frame, inst: Instr) -> None:
+    f.push(get_iter(f.tx, f.pop()))
+
+
+@handler("SEND")
+def send(f: Frame, inst: Instr) -> None:
+    """`yield from`: the generator runs eagerly, so each SEND just hands out the next item."""
+    f.pop()                                   # the sent value (always None here)
+    it = f.peek()
+    if not isinstance(it, IteratorValue):
+        raise Unsupported(f"yield from {it.describe()}")
+    if it.pos < len(it.items):
+        it.pos += 1
+        f.push(it.items[it.pos - 1])
+        return
+    if not _FACTS.send_keeps_receiver:
+        f.pop()
+    f.push(ConstantValue(None))               # the sub-iterator's return value
+    f.jump(inst.target)
+
+
+@handler("END_SEND")
+def end_send(f: Frame, inst: Instr) -> None:
+    v = f.pop()
+    f.pop()
+    f.push(v)
+
+
 # -- raise -----------------------------------------------------------------------------------------------------
 @handler("RAISE_VARARGS")
 def raise_varargs(f: Frame, inst: Instr) -> None:

@@ -16,6 +16,7 @@ from .values import (
     ListValue,
     ModuleValue,
     NullValue,
+    SetValue,
     TensorValue,
     TupleValue,
     Value,
@@ -152,7 +153,7 @@ def truth(tx: "Tracer", v: Value) -> bool:
                           _DATA_DEPENDENT)
     if isinstance(v, ConstantValue):
         return bool(v.value)
-    if isinstance(v, (TupleValue, ListValue, DictValue)):
+    if isinstance(v, (TupleValue, ListValue, DictValue, SetValue)):
         return len(v.items) > 0
     if isinstance(v, NullValue):
         raise Unsupported("truth value of NULL")
@@ -168,7 +169,27 @@ def truth(tx: "Tracer", v: Value) -> bool:
     return True
 
 
+def set_member(items: list[Value], item: Value) -> bool:
+    """Set membership: constants by value, everything else by identity (tensors never by value)."""
+    ok, k = as_constant(item)
+    for x in items:
+        okx, cx = as_constant(x)
+        if ok and okx:
+            if cx == k:
+                return True
+        elif _same_object(x, item):
+            return True
+    return False
+
+
+def set_add(s: SetValue, item: Value) -> None:
+    if not set_member(s.items, item):
+        s.items.append(item)
+
+
 def contains(tx: "Tracer", item: Value, container: Value) -> bool:
+    if isinstance(container, SetValue):
+        return set_member(container.items, item)
     if isinstance(container, DictValue):
         ok, k = as_constant(item)
         if not ok:

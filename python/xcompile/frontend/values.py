@@ -136,6 +136,19 @@ class DictValue(Value):
 
 
 @dataclass(eq=False)
+class SetValue(Value):
+    """A set built in the frame: constants compare by value, everything else by identity."""
+
+    items: list[Value]
+
+    def python_type(self) -> type:
+        return set
+
+    def describe(self) -> str:
+        return "set"
+
+
+@dataclass(eq=False)
 class DictViewValue(Value):
     """``d.keys()`` / ``d.values()`` / ``d.items()``."""
 
@@ -380,11 +393,11 @@ class UserObjectValue(Value):
 
 def real_object(v: Value) -> Any:
     """The real Python object behind a value that wraps one (None if it has none)."""
-    for attr in ("module", "fn", "cls", "obj"):
-        if attr in getattr(type(v), "__dataclass_fields__", {}) and not isinstance(v, ObjectMethodValue):
-            return getattr(v, attr)
-    if isinstance(v, PythonModuleValue):
-        return v.module
-    if isinstance(v, ConstantValue):
-        return v.value
-    return None
+    attr = _REAL_OBJECT_FIELD.get(type(v))
+    return None if attr is None else getattr(v, attr)
+
+
+_REAL_OBJECT_FIELD: dict[type, str] = {
+    ConstantValue: "value", ModuleValue: "module", FunctionValue: "fn", TorchOpValue: "fn",
+    BuiltinValue: "fn", PythonModuleValue: "module", ClassValue: "cls", UserObjectValue: "obj",
+}
