@@ -145,7 +145,6 @@ def test_resume_code_shape():
 def test_rejected_points():
     code = corpus.try_except.__code__
     instrs = disassemble(code)
-    info = analyze_stack(instrs)
     handler = next(k for k, x in enumerate(instrs) if x.opname == "PUSH_EXC_INFO")
     with raises(ResumeError, "exception handler"):
         make_resume_code(code, handler)
@@ -179,3 +178,15 @@ def test_resume_for_closure_function_uses_its_cells():
     assert isinstance(f, types.FunctionType)
     # resume in the loop with an iterator that has 2 of the 3 values left
     assert f(*rc.args([iter([2, 3])], {"total": 10, "xs": None})) == 10 + 5 * 5
+
+
+def test_rejected_points_specific_to_312():
+    code = corpus.comprehensions.__code__
+    instrs = disassemble(code)
+    reasons = {check_resume_point(code, i) for i in range(len(instrs))}
+    if "END_FOR" in {x.opname for x in instrs}:
+        assert "END_FOR never runs (FOR_ITER jumps past it)" in reasons
+        # `[lambda: x for x in ...]` makes x a cell whose slot the other comprehensions borrow
+        assert any(r and "cell variable(s) ['x']" in r for r in reasons)
+    else:
+        assert not any(r and ("END_FOR" in r or "cell variable" in r) for r in reasons)

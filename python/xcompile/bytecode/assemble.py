@@ -32,7 +32,8 @@ class AssemblyError(ValueError):
     pass
 
 
-def assemble(instructions: list[Instruction], *, template: types.CodeType, **overrides: Any) -> types.CodeType:
+def assemble(instructions: list[Instruction], *, template: types.CodeType,
+             **overrides: Any) -> types.CodeType:
     """Build a code object from ``instructions``; ``overrides`` are ``code.replace`` keywords
     (``co_name=...``, ``co_varnames=...``, ...) applied on top of ``template``."""
     originals = list(instructions)

@@ -203,7 +203,8 @@ def resume_target_index(instrs: list[Instruction], index: int) -> int:
     between the two resumes at the KW_NAMES, which neither touches the stack nor does 3.11's
     PRECALL (idempotent on an already-prepared call)."""
     j = index
-    while j > 0 and instrs[j].opname in ("PRECALL", "CALL") and instrs[j - 1].opname in ("PRECALL", "KW_NAMES"):
+    call_ops, before_call = ("PRECALL", "CALL"), ("PRECALL", "KW_NAMES")
+    while j > 0 and instrs[j].opname in call_ops and instrs[j - 1].opname in before_call:
         j -= 1
         if instrs[j].opname == "KW_NAMES":
             return j
@@ -225,7 +226,8 @@ def _null_positions(stack: tuple, given: Collection[int] | None) -> set[int]:
     return out
 
 
-def resume_function(fn: types.FunctionType, index: int, **kwargs: Any) -> tuple[ResumeCode, types.FunctionType]:
+def resume_function(fn: types.FunctionType, index: int,
+                    **kwargs: Any) -> tuple[ResumeCode, types.FunctionType]:
     """Convenience for tests and tools: the resume code for ``fn`` and a function made with
     ``fn``'s globals and free-variable cells (``cells="values"`` or code without cells)."""
     rc = make_resume_code(fn.__code__, index, **kwargs)
