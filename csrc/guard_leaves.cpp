@@ -103,8 +103,8 @@ class ConstMatcher {
         items_.emplace_back(PyTuple_GET_ITEM(value, i));
       }
     } else {
-      throw std::invalid_argument(std::string("add_equals_match: unsupported constant type ") +
-                                  tp->tp_name);
+      throw pybind11::type_error(std::string("add_equals_match: unsupported constant type ") +
+                                 tp->tp_name);
     }
   }
 
@@ -256,7 +256,7 @@ class ModuleTree final : public Leaf {
 }  // namespace
 
 std::unique_ptr<Leaf> make_type_match(PyObject* type, std::string desc) {
-  if (!PyType_Check(type)) throw std::invalid_argument("add_type_match: expected a type");
+  if (!PyType_Check(type)) throw pybind11::type_error("add_type_match: expected a type");
   return std::make_unique<TypeMatch>(type, std::move(desc));
 }
 
@@ -273,7 +273,7 @@ std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc) {
 }
 
 std::unique_ptr<Leaf> make_dict_unchanged(PyObject* dict, std::string desc) {
-  if (!PyDict_Check(dict)) throw std::invalid_argument("add_dict_unchanged: expected a dict");
+  if (!PyDict_Check(dict)) throw pybind11::type_error("add_dict_unchanged: expected a dict");
   return std::make_unique<DictUnchanged>(dict, std::move(desc));
 }
 

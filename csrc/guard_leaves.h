@@ -20,7 +20,8 @@
 // snapshot comparison, not a recompile). The snapshot holds strong refs, so identity
 // comparison can never be fooled by a freed and reused address.
 //
-// Factories throw std::invalid_argument (TypeError/ValueError in Python) for bad arguments.
+// Factories throw pybind11::type_error / std::invalid_argument (TypeError / ValueError in
+// Python) for bad arguments.
 // tensor_match / global_state live in guard_tensor.cpp, the only TU with torch headers.
 #pragma once
 

@@ -4,6 +4,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <pybind11/pybind11.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <stdexcept>
@@ -46,7 +47,7 @@ class TensorMatch final : public Leaf {
  public:
   TensorMatch(PyObject* example, std::string desc, const DimSpec& sizes, const DimSpec& strides)
       : Leaf(std::move(desc)), type_((PyObject*)Py_TYPE(example)) {
-    if (!THPVariable_Check(example)) throw std::invalid_argument("add_tensor_match: not a tensor");
+    if (!THPVariable_Check(example)) throw pybind11::type_error("add_tensor_match: not a tensor");
     const at::Tensor& t = THPVariable_Unpack(example);
     c10::TensorImpl* impl = t.unsafeGetTensorImpl();
     keys_ = effective_keys(impl);
