@@ -7,13 +7,22 @@
 """
 from __future__ import annotations
 
+import inspect
+
 from . import ops_binary, ops_build, ops_calls, ops_control, ops_load_store  # noqa: F401  (fill HANDLERS)
 from .capture import CapturedGraph, FrameState
+from .exc import Unsupported
 from .output import OutputBuilder
 from .tracer import Tracer
 
 
+_NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
 def trace_frame(frame: FrameState, *, fullgraph: bool = False) -> CapturedGraph:
+    if frame.code.co_flags & _NOT_PLAIN:
+        raise Unsupported(f"compiling generator or coroutine {frame.code.co_name}",
+                          "Compile the code that consumes the generator instead.")
     tracer = Tracer(frame, fullgraph=fullgraph)
     result = tracer.top_frame().run()
     out = OutputBuilder(tracer)

@@ -20,9 +20,10 @@ import torch
 from ..frontend.sources import Source
 from . import spec
 
-# EQUALS_MATCH values (spec: None/bool/int/float/str/tuple of these).  torch.device compares by
-# value as well (a fresh ``torch.device('cpu')`` each call must not recompile).
-_EQUALS_TYPES = (type(None), bool, int, float, str, torch.device)
+# EQUALS_MATCH values (spec: None/bool/int/float/str/tuple of these).  The C++ leaf also takes
+# bytes, torch.dtype (by identity) and torch.device (by value: a fresh ``torch.device('cpu')``
+# each call must not recompile).
+_EQUALS_TYPES = (type(None), bool, int, float, str, bytes, torch.dtype, torch.device)
 
 
 def equals_matchable(v) -> bool:
