@@ -24,7 +24,10 @@ void release_entries(std::vector<EntryRef>& refs) {
 }
 
 // Called by CPython when a code object is deallocated (GIL held).
+// NB: CPython 3.11/3.12 call every registered free function for every code object that has
+// any co_extra at all (another user's, e.g. torch's dynamo), passing NULL for our empty slot.
 void free_code_extra(void* p) {
+  if (p == nullptr) return;
   auto* extra = static_cast<CodeExtra*>(p);
   registry().erase(extra);
   std::vector<EntryRef> refs;
