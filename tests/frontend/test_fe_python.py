@@ -237,3 +237,56 @@ def test_globals_constant_fold_of_math_and_type():
     def fn(x):
         return x * math.pi, type(x) is torch.Tensor, math.floor(2.7), getattr(x, "ndim"), hasattr(x, "nope")
     check(fn, r(2))
+
+
+class _Point:
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+    def norm2(self):
+        return self.x * self.x + self.y * self.y
+
+
+def test_objects_created_in_the_frame():
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Cfg:
+        scale: float
+        shift: float = 1.0
+
+    def fn(a, b):
+        p = _Point(a, b)
+        p.x = p.x + 1
+        c = Cfg(2.0)
+        return p.norm2() * c.scale + c.shift, isinstance(p, _Point)
+    check(fn, r(3), r(3))
+
+
+def test_sets_generators_and_contexts():
+    import contextlib
+
+    def gen(xs):
+        yield from xs
+        yield xs[0] * 10
+
+    def fn(x, xs):
+        seen = {1, 2}
+        seen.add(3)
+        ids = set()
+        for t in (x, x, xs[0]):
+            ids.add(t)
+        with contextlib.nullcontext():
+            y = sum(gen(xs)) + x
+        return y, len(seen), 2 in seen, len(ids)
+    check(fn, r(2), [r(2), r(2)])
+
+
+def test_module_parameters_and_named_modules_iteration():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.Linear(2, 2))
+
+    def fn(x, mod):
+        names = [n for n, _ in mod.named_modules()]
+        return x * sum(p.sum() for p in mod.parameters()), names
+    check(fn, r(2), m)

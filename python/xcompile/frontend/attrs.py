@@ -19,6 +19,7 @@ from .values import (
     FunctionValue,
     ListValue,
     ModuleValue,
+    NewObjectValue,
     NestedFunctionValue,
     ObjectMethodValue,
     PythonModuleValue,
@@ -148,6 +149,16 @@ def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
     return r
 
 
+def _new_object_attr(tx: "Tracer", v: NewObjectValue, name: str) -> Value:
+    idx, raw = mro_lookup(v.cls, name)
+    if isinstance(raw, property) or name not in v.attrs:
+        if raw is _MISSING:
+            raise _attr_error(v, name)
+        bound = bind_class_member(tx, v, v.cls, idx, raw, name, None)
+        return bound if bound is not None else tx.wrap(raw, None)
+    return v.attrs[name]
+
+
 def _python_module_attr(tx: "Tracer", v: PythonModuleValue, name: str) -> Value:
     mod = v.module
     if not hasattr(mod, name):
@@ -248,6 +259,7 @@ _READERS: dict[type, Callable[["Tracer", Any, str], Value]] = {
     TensorValue: _tensor_attr,
     ModuleValue: _module_attr,
     UserObjectValue: _user_object_attr,
+    NewObjectValue: _new_object_attr,
     PythonModuleValue: _python_module_attr,
     ClassValue: _class_attr,
     ConstantValue: _constant_attr,

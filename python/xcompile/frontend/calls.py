@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import contextlib
+import types
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
@@ -23,6 +24,7 @@ from .values import (
     FunctionValue,
     GradModeValue,
     ModuleValue,
+    NewObjectValue,
     NestedFunctionValue,
     NoOpContextValue,
     ObjectMethodValue,
@@ -141,7 +143,34 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
         if all(ok for ok, _ in consts) and not kwargs:
             return UserObjectValue(cls(*[c for _, c in consts]))
         return UserObjectValue(cls())
+    if _is_plain_user_class(cls):
+        return _construct(tx, cls, args, kwargs)
     return _builtin(tx, v, args, kwargs)
+
+
+def _is_plain_user_class(cls) -> bool:
+    if not isinstance(cls, type) or type(cls) is not type or rules.is_trusted_module_name(cls.__module__):
+        return False
+    if cls.__module__ == "builtins" or issubclass(cls, torch.nn.Module) or "__slots__" in cls.__dict__:
+        return False
+    plain = (object.__new__, object.__setattr__, object.__getattribute__)
+    return (cls.__new__, cls.__setattr__, cls.__getattribute__) == plain and \
+        all(k.__module__ != "builtins" or k is object for k in cls.__mro__)
+
+
+def _construct(tx: "Tracer", cls: type, args, kwargs) -> Value:
+    obj = NewObjectValue(cls)
+    init = cls.__init__
+    if init is object.__init__:
+        if args or kwargs:
+            raise Unsupported(f"{cls.__name__}() takes no arguments")
+        return obj
+    if not isinstance(init, types.FunctionType):
+        raise Unsupported(f"constructing {cls.__qualname__} (its __init__ is not a Python function)")
+    r = tx.inline_call(None, FunctionValue(init), [obj, *args], dict(kwargs))
+    if not (isinstance(r, ConstantValue) and r.value is None):
+        raise Unsupported("__init__() should return None")
+    return obj
 
 
 def _object_method(tx: "Tracer", v: ObjectMethodValue, args, kwargs) -> Value:

@@ -5,7 +5,7 @@ from ..bytecode.instructions import Instr
 from .attrs import load_attr, super_attr
 from .exc import Unsupported
 from .tracer import NULL, Frame, handler
-from .values import CellValue, ClassValue, ConstantValue, LazyValue, NullValue, SuperValue
+from .values import CellValue, ClassValue, ConstantValue, LazyValue, NewObjectValue, NullValue, SuperValue
 
 
 @handler("NOP", "RESUME", "PRECALL", "COPY_FREE_VARS")
@@ -151,12 +151,25 @@ def load_super_attr(f: Frame, inst: Instr) -> None:
     f.push(attr)
 
 
-@handler("STORE_ATTR", "DELETE_ATTR")
+@handler("STORE_ATTR")
 def store_attr(f: Frame, inst: Instr) -> None:
-    obj = f.peek()
+    obj = f.pop()
+    value = f.pop()
+    if isinstance(obj, NewObjectValue) and not isinstance(getattr(obj.cls, inst.argval, None), property):
+        obj.attrs[inst.argval] = value
+        return
     raise Unsupported(f"assignment to attribute {inst.argval!r} of {obj.describe()}",
                       "Mutating objects (including `self.x = ...` in forward) inside a compiled region "
                       "is not supported yet; return the value instead.")
+
+
+@handler("DELETE_ATTR")
+def delete_attr(f: Frame, inst: Instr) -> None:
+    obj = f.pop()
+    if isinstance(obj, NewObjectValue) and inst.argval in obj.attrs:
+        del obj.attrs[inst.argval]
+        return
+    raise Unsupported(f"deleting attribute {inst.argval!r} of {obj.describe()}")
 
 
 # -- imports ---------------------------------------------------------------------------------------------

@@ -391,6 +391,20 @@ class UserObjectValue(Value):
         return f"object of type {type(self.obj).__qualname__}"
 
 
+@dataclass(eq=False)
+class NewObjectValue(Value):
+    """An instance of a plain user class created inside the trace; its attributes live here."""
+
+    cls: type
+    attrs: dict[str, Value] = field(default_factory=dict)
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def describe(self) -> str:
+        return f"new {self.cls.__qualname__} object"
+
+
 def real_object(v: Value) -> Any:
     """The real Python object behind a value that wraps one (None if it has none)."""
     attr = _REAL_OBJECT_FIELD.get(type(v))
