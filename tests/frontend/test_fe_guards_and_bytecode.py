@@ -1,7 +1,6 @@
 """Guards printed for a trace, the source chains they use, and the bytecode decoder (3.11 and 3.12)."""
 import os
 import subprocess
-import sys
 import textwrap
 
 import pytest

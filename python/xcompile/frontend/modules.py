@@ -15,10 +15,8 @@ from .attrs import _MISSING, AttrMissing, bind_class_member, class_member_source
 from .exc import Unsupported
 from .sources import AttrSource, ItemSource
 from .values import (
-    BoundMethodValue,
     ConstantValue,
     DictValue,
-    FunctionValue,
     LazyValue,
     ModuleValue,
     Value,
@@ -128,5 +126,5 @@ def module_len(v: ModuleValue) -> int:
     raise Unsupported(f"len() of {type(v.module).__name__}")
 
 
-__all__ = ["BoundMethodValue", "FunctionValue", "call_module", "module_attr", "module_getitem",
+__all__ = ["call_module", "module_attr", "module_getitem",
            "module_items", "module_len"]

@@ -10,6 +10,7 @@ from .values import (
     CellValue,
     ClassValue,
     ConstantValue,
+    ContextExitValue,
     DictValue,
     NestedFunctionValue,
     NullValue,
@@ -23,6 +24,8 @@ def _call(f: Frame, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> N
     if isinstance(fn, ClassValue) and fn.cls is super:
         f.push(_super(f, args))
         return
+    if isinstance(fn, ContextExitValue) and fn.ctx in f.ctx_stack:
+        f.ctx_stack.remove(fn.ctx)               # leaving the `with` block
     f.push(call_value(f.tx, fn, args, kwargs))
 
 

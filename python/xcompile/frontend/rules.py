@@ -30,7 +30,6 @@ FOLD_AT_TRACE: dict[Any, Any] = {
     torch.jit.is_tracing: False,
     torch._C._get_tracing_state: None,
     torch.compiler.is_compiling: True,
-    torch.compiler.is_dynamo_compiling: True,
 }
 
 # torch callables with global side effects or host synchronization: never in a graph.
