@@ -20,12 +20,14 @@ class _Tracer(torch.fx.Tracer):
         return isinstance(m, nn.modules.batchnorm._BatchNorm)
 
 
-def trace(model: nn.Module) -> torch.fx.GraphModule:
-    graph = _Tracer().trace(model)
+def trace(model) -> torch.fx.GraphModule:
+    """A module, or a plain function of tensors, as a frontend-like graph."""
+    tracer = _Tracer()
+    graph = tracer.trace(model)
     out = graph.output_node()
     if not isinstance(out.args[0], (tuple, list)):
         out.args = ((out.args[0],),)
-    gm = torch.fx.GraphModule(model, graph)
+    gm = torch.fx.GraphModule(tracer.root, graph)
     gm.recompile()
     return gm
 
