@@ -189,9 +189,11 @@ class Tracer:
         if isinstance(fn, FunctionValue):
             f = fn.fn
             code = f.__code__
-            defaults = tuple(self.wrap(d, _sub(fn.source, "__defaults__", i), fn.covered)
+            # defaults of library code are not guarded (they do not change between calls)
+            dsrc = None if rules.is_trusted_code(f) else fn.source
+            defaults = tuple(self.wrap(d, _sub(dsrc, "__defaults__", i), fn.covered)
                              for i, d in enumerate(f.__defaults__ or ()))
-            kwdefaults = {k: self.wrap(d, _sub(fn.source, "__kwdefaults__", k), fn.covered)
+            kwdefaults = {k: self.wrap(d, _sub(dsrc, "__kwdefaults__", k), fn.covered)
                           for k, d in (f.__kwdefaults__ or {}).items()}
             # the compiler's __class__ cell (zero-argument super) never changes: no guard
             cells = {name: _external_cell(c, None if name == "__class__" else _closure_source(fn.source, i))
