@@ -65,6 +65,8 @@ def _compiled_function(fn, callback, *, bound_self=None, like=None, hooks_module
     except (AttributeError, TypeError):
         pass
     cf._xcompile_callback = callback
+    if hasattr(callback, "explicit_codes"):
+        callback.explicit_codes.add(fn.__code__)
     return cf
 
 

@@ -54,9 +54,12 @@ class ConvertFrame:
         self.dynamic = dynamic
         self.options = options or {}
         self._warned_limit: set = set()
+        # Codes the user handed to compile() directly: compiled even where _skip_code says
+        # otherwise (e.g. torch.nn.Sequential.forward of a compiled Sequential).
+        self.explicit_codes: set = set()
 
     def __call__(self, code, f_locals, f_globals, f_builtins, closure):
-        if _skip_code(code):
+        if code not in self.explicit_codes and _skip_code(code):
             _C.set_code_state(code, SKIP)
             return None
         entries = _C.cache_entries(code)
