@@ -26,6 +26,10 @@ CPP_FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trappi
              "-fPIC", "-std=gnu++17", "-w"]
 
 
+# every compiler run of this process, by key (tests check that a warm cache builds nothing)
+BUILT: list[str] = []
+
+
 class KernelBuildError(RuntimeError):
     """The C++ compiler is missing or rejected a kernel."""
 
@@ -107,6 +111,7 @@ def build_cpp(source: str, key: str | None = None) -> Path:
         os.unlink(tmp)
         raise KernelBuildError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
     os.replace(tmp, so)
+    BUILT.append(key)
     return so
 
 

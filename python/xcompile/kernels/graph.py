@@ -68,6 +68,7 @@ class GraphLowering:
         self.current: torch.fx.Node | None = None
         self.device: torch.device | None = None
         self.constants: dict[str, torch.Tensor] = {}
+        self.meta_exact: set[str] = set()
 
     # -- names and buffers --------------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -95,6 +96,14 @@ class GraphLowering:
                 return lay
         return Layout.contiguous(dtype, size)
 
+    def _note_meta(self, name: str) -> None:
+        """Remember whether buffer ``name`` is laid out exactly as the current node's fake value
+        (then the strides of views taken from metadata are valid on it)."""
+        val = self.current.meta.get("val") if self.current is not None else None
+        lay = self.buffers[name].layout
+        if isinstance(val, torch.Tensor) and Layout.of(val) == lay:
+            self.meta_exact.add(name)
+
     # -- building nodes -------------------------------------------------------------------------
     def pointwise(self, dtype: torch.dtype, size: Sequence[int], body: Callable,
                   compute_dtype: torch.dtype | None = None, layout: Layout | None = None) -> TV:
@@ -103,6 +112,7 @@ class GraphLowering:
         size = tuple(int(s) for s in size)
         name = self.new_name()
         self.buffers[name] = Buffer(name, layout or self._out_layout(dtype, size), "computed")
+        self._note_meta(name)
         self.nodes.append(LoopNode(name, size, body, [name], compute_dtype or dtype,
                                    origins=self._origin()))
         return self.buffer_tv(name)
@@ -136,6 +146,7 @@ class GraphLowering:
         for nm in names:
             self.buffers[nm] = Buffer(nm, self._out_layout(out_dtype, ranges) if n_out == 1
                                       else Layout.contiguous(out_dtype, ranges), "computed")
+            self._note_meta(nm)
         result_dtype = {"argmax": torch.int64, "argmin": torch.int64, "any": torch.bool,
                         "all": torch.bool}.get(rtype, acc_dtype)
         self.nodes.append(LoopNode(names[0], ranges, body, names, result_dtype, rranges=rranges,
@@ -268,10 +279,7 @@ def view_tv(L: GraphLowering, x: TV, size: Sequence[int], loader: Callable) -> T
 
 
 def _layout_matches_meta(L: GraphLowering, name: str) -> bool:
-    # Computed buffers take their node's meta strides whenever those are dense (see _out_layout),
-    # and internal buffers are contiguous; both agree with the meta of views built on them only if
-    # the buffer is dense, which _out_layout guarantees.
-    return _is_dense(L.buffers[name].layout)
+    return name in L.meta_exact
 
 
 def reshape_index(in_size: Sequence[int], out_size: Sequence[int], idx: Sequence) -> list:

@@ -15,7 +15,10 @@ import torch
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
 from torch._prims_common import elementwise_dtypes
 
+import torch.fx
+
 from .graph import TV, GraphLowering, reshape_index, view_tv
+from .ir import Layout
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
@@ -69,7 +72,51 @@ def pointwise(L: GraphLowering, node, inputs: Sequence, fn: Callable, kind=K.DEF
         return fn(ops, compute_dtype, *[bload(ops, a, idx, compute_dtype) for a in inputs])
 
     res_dtype = torch.bool if kind == K.ALWAYS_BOOL else compute_dtype
-    return L.pointwise(out_dtype, size, body, compute_dtype=res_dtype)
+    return L.pointwise(out_dtype, size, body, compute_dtype=res_dtype,
+                       layout=iter_layout(node, out_dtype, size))
+
+
+def iter_layout(node, dtype, size) -> Layout:
+    """The strides eager's TensorIterator gives an elementwise result: dims ordered like the
+    inputs' strides (first input first; broadcast dims do not vote).  Some fake kernels
+    disagree with eager here, so we do not take the node's meta strides."""
+    ndim = len(size)
+    ops_strides = []
+    for a in node.args:
+        v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
+        if isinstance(v, torch.Tensor) and v.dim() > 0:
+            pad = ndim - v.dim()
+            st = [0] * pad + [0 if s == 1 else st for s, st in zip(v.shape, v.stride())]
+            ops_strides.append(st)
+    perm = list(reversed(range(ndim)))  # perm[0]: the innermost dim
+
+    def should_swap(d0, d1):
+        for st in ops_strides:
+            if st[d0] == 0 or st[d1] == 0:
+                continue
+            if st[d0] < st[d1]:
+                return -1
+            if st[d0] > st[d1]:
+                return 1
+            if size[d0] > size[d1]:
+                return 1
+        return 0
+
+    for i in range(1, ndim):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = should_swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    strides = [0] * ndim
+    acc = 1
+    for d in perm:
+        strides[d] = acc
+        acc *= max(int(size[d]), 1)
+    return Layout(dtype, tuple(int(s) for s in size), tuple(strides))
 
 
 def _unary(opname, kind=K.DEFAULT):
@@ -227,12 +274,14 @@ def _pow_scalar(L, node, x, e):
             return pointwise(L, node, [x], lambda ops, dt, a: a, K.BOOL_TO_LONG)
         if e == 0.5 and val.dtype.is_floating_point:
             return pointwise(L, node, [x], lambda ops, dt, a: ops.sqrt(a), K.BOOL_TO_LONG)
-        if isinstance(e, int) and 0 <= e <= 8 and not val.dtype.is_floating_point:
+        if isinstance(e, (int, float)) and float(e).is_integer() and -2 <= e <= 8:
+            n = int(e)  # ATen multiplies out small integer powers too
+
             def fn(ops, dt, a):
-                r = ops.constant(1, dt)
-                for _ in range(e):
+                r = a if abs(n) >= 1 else ops.constant(1, dt)
+                for _ in range(abs(n) - 1):
                     r = ops.mul(r, a)
-                return r
+                return ops.reciprocal(r) if n < 0 else r
             return pointwise(L, node, [x], fn, K.BOOL_TO_LONG)
         return pointwise(L, node, [x, e], lambda ops, dt, a, b: ops.pow(a, b), K.BOOL_TO_LONG)
     return NotImplemented

@@ -235,6 +235,8 @@ class TritonOps(Ops):
         a = [str(x) for x in args]
         if op in ("isnan", "isinf") and not dt.is_floating_point:
             return w.emit(f"{w.zero} != 0", torch.bool)
+        if dt == torch.bool and op in ("add", "mul", "maximum", "minimum"):  # 1-bit arithmetic wraps
+            op = "logical_or" if op in ("add", "maximum") else "logical_and"
         special = {
             "relu": lambda: f"tl.where({a[0]} < 0, {tconst(0, dt)}, {a[0]})",
             "reciprocal": lambda: f"{tconst(1, dt)} / {a[0]}",
@@ -475,6 +477,7 @@ def build_triton_kernel(group: Group, buffers: dict):
     w = TritonKernelWriter(group, buffers)
     src, params = w.generate()
     source = PRELUDE + "\n\n" + src
-    os.environ.get("TRITON_INTERPRET")  # read by triton when the module is imported
-    mod = load_python_module(source, "triton")
+    # triton reads TRITON_INTERPRET when the module is imported: keep the two kinds apart
+    interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    mod = load_python_module(source, "triton-interpret" if interpret else "triton")
     return mod.launch, list(params.items()), src

@@ -1,0 +1,100 @@
+"""The op table x dtypes x layouts, C++ and Triton (TRITON_INTERPRET=1), compared with eager.
+
+Each case compiles the ops that support its dtype as one graph, so a case is one or two
+kernels; failures name the op.
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from .opinfo import BINARY, UNARY, domain_tensor, supported
+from .util import BACKENDS, assert_close, compile_fn, make_tensor
+
+# masked-out lanes of interpreted Triton kernels divide by zero / take logs of 0 in numpy
+pytestmark = [pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning"),
+              pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")]
+
+DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.bool)
+
+
+def layout(kind: str, shape, dtype, make):
+    """A tensor of ``shape`` laid out as ``kind``: contiguous, transposed or sliced."""
+    if kind == "transposed":
+        return make(tuple(reversed(shape)), dtype).t()
+    if kind == "sliced":
+        return make(shape[:-1] + (shape[-1] * 2,), dtype)[..., ::2]
+    return make(shape, dtype)
+
+
+UNARY_CASES = {"scalar": ((), "contiguous"), "1d_odd": ((7,), "contiguous"), "2d": ((5, 3), "contiguous"),
+               "transposed": ((5, 3), "transposed"), "sliced": ((5, 3), "sliced")}
+
+
+def _maker(op):
+    return lambda shape, dtype, lo=None, hi=None: domain_tensor(op, shape, dtype, make_tensor)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", list(UNARY_CASES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+def test_unary(backend, case, dtype):
+    ops = supported(UNARY, dtype, backend)
+    shape, kind = UNARY_CASES[case]
+
+    def inputs():
+        return [layout(kind, shape, dtype, _maker(op)) for op in ops]
+
+    def fn(*xs):
+        return tuple(op.fn(x) for op, x in zip(ops, xs))
+
+    compiled = compile_fn(fn, inputs(), backend)
+    fresh = inputs()
+    for op, got, want in zip(ops, compiled(*fresh), fn(*fresh)):
+        assert_close(got, want, f"{op.name}({case}, {dtype})")
+
+
+BINARY_CASES = {"same": ((5, 3), (5, 3), "contiguous"), "broadcast": ((4, 1, 3), (5, 1), "contiguous"),
+                "scalar_tensor": ((7,), (), "contiguous"), "transposed": ((5, 3), (5, 3), "transposed")}
+
+
+def _binary_inputs(op, dtype, case):
+    sa, sb, kind = BINARY_CASES[case]
+    a = layout(kind, sa, dtype, _maker(op))
+    if op.domain is not None and not dtype.is_floating_point and dtype != torch.bool:
+        b = make_tensor(sb, dtype, 1, 8) * (2 * (torch.rand(sb) > 0.5).to(dtype) - 1)  # no zero divisors
+    else:
+        b = _maker(op)(sb, dtype)
+    return [a, b]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", list(BINARY_CASES))
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+def test_binary(backend, case, dtype):
+    ops = supported(BINARY, dtype, backend)
+
+    def inputs():
+        return [t for op in ops for t in _binary_inputs(op, dtype, case)]
+
+    def fn(*xs):
+        return tuple(op.fn(xs[2 * i], xs[2 * i + 1]) for i, op in enumerate(ops))
+
+    compiled = compile_fn(fn, inputs(), backend)
+    fresh = inputs()
+    for op, got, want in zip(ops, compiled(*fresh), fn(*fresh)):
+        assert_close(got, want, f"{op.name}({case}, {dtype})")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_large_parallel(backend):
+    """Big enough for OpenMP and the vector loops, with a ragged tail."""
+    ops = supported(UNARY, torch.float32, backend)[:12]
+    xs = [_maker(op)((64, 1031), torch.float32) for op in ops]
+
+    def fn(*xs):
+        return tuple(op.fn(x) for op, x in zip(ops, xs))
+
+    compiled = compile_fn(fn, xs, backend)
+    for op, got, want in zip(ops, compiled(*xs), fn(*xs)):
+        assert_close(got, want, op.name)
