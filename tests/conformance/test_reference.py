@@ -1,7 +1,11 @@
 """Validates the conformance table itself: each program is captured whole (one graph, no
 recompile on fresh inputs) by ``torch.compile`` with a counting backend, and matches eager.
 
-Slow (dynamo compiles ~200 programs), so it runs only with ``XCOMPILE_TEST_REFERENCE=1``."""
+Slow (dynamo compiles ~240 programs), so it runs only with ``XCOMPILE_TEST_REFERENCE=1``:
+
+    XCOMPILE_TEST_REFERENCE=1 pytest tests/conformance/test_reference.py tests/e2e -k "reference or torch"
+
+(``-k`` keeps xcompile out of the process: the reference only judges the programs.)"""
 import os
 
 import pytest

@@ -45,7 +45,7 @@ def test_compile_keeps_function_metadata(xc):
     assert _f(*_xy()).shape == (3, 2), "the original function is left alone"
 
 
-def test_compile_with_string_and_torch_backends(xc):
+def test_compile_with_named_and_dynamo_counter_backends(xc):
     import torch._dynamo.testing
 
     for backend in ("eager", torch._dynamo.testing.CompileCounter()):

@@ -5,11 +5,15 @@ import threading
 import pytest
 import torch
 
-from xcompile import _C  # noqa: E402  (xcompile-only tests)
+
+def _ext():
+    """xcompile._C, imported on use: collecting this file must not load the extension."""
+    from xcompile import _C
+    return _C
 
 
 def _state():
-    return _C.hook_installed(), _C.get_callback()
+    return _ext().hook_installed(), _ext().get_callback()
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +121,7 @@ def test_backend_failure(xc):
 
 def test_unsupported_under_fullgraph(xc):
     def f(x):
-        return _C.hook_installed(), x + 1
+        return _ext().hook_installed(), x + 1
 
     g = xc.compile(f, backend=xc.testing.CompileCounter(), fullgraph=True)
     with pytest.raises(xc.exc.Unsupported):
@@ -130,7 +134,7 @@ def test_disable_inside_region_restores_callback(xc):
 
     @xc.disable
     def helper(x):
-        seen.append(("helper", _C.get_callback()))
+        seen.append(("helper", _ext().get_callback()))
         return x * 3
 
     probe = Probe()
@@ -153,7 +157,7 @@ def test_callback_is_per_thread(xc):
     other = []
 
     def look_from_other_thread(x):
-        t = threading.Thread(target=lambda: other.append(_C.get_callback()))
+        t = threading.Thread(target=lambda: other.append(_ext().get_callback()))
         t.start()
         t.join()
         return x
