@@ -292,6 +292,47 @@ def super_method(tag):
     return Child().describe(tag)
 
 
+def make_nested(k):
+    def middle(xs):
+        acc = []
+
+        def push(v):
+            acc.append(v * k)
+
+        for x in xs:
+            push(x)
+        return acc, k
+    return middle
+
+
+nested_closure = make_nested(3)
+
+
+def big_source(n_locals: int = 300, n_branch: int = 120) -> str:
+    """A function big enough for EXTENDED_ARG: many locals and constants, long jumps, and a
+    try block whose exception-table rows need multi-byte varints."""
+    lines = ["def big(flag, xs):"]
+    lines += [f"    v{i} = {i} * 1.5 + len(xs)" for i in range(n_locals)]
+    lines.append("    total = 0")
+    lines.append("    for x in xs:")
+    lines.append("        try:")
+    lines.append("            if flag:")
+    lines += [f"                total += x * v{i} - {i + 1000}" for i in range(n_branch)]
+    lines.append("            else:")
+    lines.append("                total -= x")
+    lines.append("            total += 1 / x")
+    lines.append("        except ZeroDivisionError:")
+    lines.append("            total += 0.25")
+    lines.append(f"    return total + v{n_locals - 1} + v0")
+    return "\n".join(lines)
+
+
+def make_big_function(n_locals: int = 300, n_branch: int = 120):
+    ns: dict = {}
+    exec(compile(big_source(n_locals, n_branch), "<big>", "exec"), ns)
+    return ns["big"]
+
+
 CASES = [
     (straight, lambda: ((3, 4), {})),
     (loop_break_continue, lambda: ((12,), {})),
@@ -325,6 +366,7 @@ CASES = [
     (global_reads, lambda: ((4,), {})),
     (Child.describe, lambda: ((Child(), "t"), {})),
     (super_method, lambda: (("q",), {})),
+    (nested_closure, lambda: (([1, 2],), {})),
 ]
 
 

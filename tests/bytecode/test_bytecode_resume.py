@@ -25,7 +25,7 @@ def _resume_outcome(fn, rc, stack, local_values, cells):
     return outcome(f, rc.args(stack, local_values))
 
 
-def _check_function(fn, make_args, *, cells: str = "closure") -> tuple[int, list[str]]:
+def _check_function(fn, make_args, *, cells: str = "closure", step: int = 1) -> tuple[int, list[str]]:
     code = fn.__code__
     instrs = disassemble(code)
     info = analyze_stack(instrs)
@@ -33,7 +33,7 @@ def _check_function(fn, make_args, *, cells: str = "closure") -> tuple[int, list
     args, kwargs = make_args()
     expected = outcome(fn, args, kwargs)
     checked, failures = 0, []
-    for i in range(len(instrs)):
+    for i in range(0, len(instrs), step):
         if check_resume_point(code, i) is not None:
             continue
         depth = info.depth(i)
@@ -66,6 +66,13 @@ def test_resume_at_every_reached_instruction():
         failures += bad
     assert not failures, f"{len(failures)} of {total} resume points wrong:\n" + "\n".join(failures[:30])
     assert total > 1000
+
+
+def test_resume_in_a_function_that_needs_extended_args():
+    big = corpus.make_big_function(n_locals=260, n_branch=12)
+    assert len(big.__code__.co_varnames) > 256 and len(big.__code__.co_consts) > 256
+    n, bad = _check_function(big, lambda: ((True, [2, 0, 1]), {}), step=37)
+    assert n > 30 and not bad, bad[:10]
 
 
 def test_resume_with_cell_values_where_no_closure_escapes():

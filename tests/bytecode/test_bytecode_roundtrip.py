@@ -1,6 +1,7 @@
 """assemble(disassemble(code)) reproduces CPython's own bytes, and edited code runs right."""
 from __future__ import annotations
 
+import dis
 import importlib.util
 import math
 import types
@@ -39,6 +40,27 @@ def test_stdlib_roundtrip_is_byte_identical():
     assert not diffs, diffs[:20]
 
 
+def test_disassemble_agrees_with_dis():
+    n = 0
+    for module in STDLIB[:6]:
+        for code in S.nested_codes(_source_code(module)):
+            theirs = [d for d in dis.get_instructions(code) if d.opname != "EXTENDED_ARG"]
+            mine = disassemble(code)
+            assert len(mine) == len(theirs)
+            for m, d in zip(mine, theirs):
+                n += 1
+                assert (m.offset, m.opname, m.arg) == (d.offset, d.opname, d.arg)
+                assert (m.positions or dis.Positions()) == d.positions
+                if m.target is not None:     # dis names the target's EXTENDED_ARG prefix, if any
+                    assert m.target.offset == d.argval or code.co_code[d.argval] == op.EXTENDED_ARG
+                elif d.opcode in dis.hasconst:
+                    assert m.argval is code.co_consts[d.arg]
+                elif d.opcode in dis.hasname or d.opcode in dis.haslocal or d.opcode in dis.hasfree \
+                        or d.opname == "COMPARE_OP":
+                    assert m.argval == d.argval, (m, d)
+    assert n > 20000
+
+
 def _run_generator(gen):
     out = []
     try:
@@ -74,31 +96,8 @@ def test_corpus_runs_the_same_after_roundtrip():
     assert _run_coroutine(coro([1, 2])) == _run_coroutine(corpus.coro([1, 2])) == [2, 4]
 
 
-def _big_source(n_locals: int = 300, n_branch: int = 120) -> str:
-    lines = ["def big(flag, xs):"]
-    lines += [f"    v{i} = {i} * 1.5 + len(xs)" for i in range(n_locals)]
-    lines.append("    total = 0")
-    lines.append("    for x in xs:")
-    lines.append("        try:")
-    lines.append("            if flag:")
-    lines += [f"                total += x * v{i} - {i + 1000}" for i in range(n_branch)]
-    lines.append("            else:")
-    lines.append("                total -= x")
-    lines.append("            total += 1 / x")
-    lines.append("        except ZeroDivisionError:")
-    lines.append("            total += 0.25")
-    lines.append(f"    return total + v{n_locals - 1} + v0")
-    return "\n".join(lines)
-
-
-def _big_function():
-    ns: dict = {}
-    exec(compile(_big_source(), "<big>", "exec"), ns)
-    return ns["big"]
-
-
 def test_extended_arg_roundtrip_and_run():
-    big = _big_function()
+    big = corpus.make_big_function()
     code = big.__code__
     raw_ops = [code.co_code[k] for k in range(0, len(code.co_code), 2)]
     assert op.EXTENDED_ARG in raw_ops

@@ -13,7 +13,7 @@ Meaning of the fields:
                     the assembler recomputes the index from ``argval`` and keeps only the
                     flag bits below the index (LOAD_GLOBAL's push-NULL bit, 3.12 LOAD_ATTR's
                     method bit, ...). For jumps the assembler computes it from ``target``.
-    argval          constant, name, compare symbol... (as ``dis`` shows it); for jumps the
+    argval          constant, name, compare symbol, else the raw argument; for jumps the
                     original target offset, informational only
     target          the Instruction a jump goes to
     positions       ``dis.Positions`` (lineno, end_lineno, col_offset, end_col_offset) or None
@@ -128,55 +128,81 @@ def parse_exception_table(code: types.CodeType) -> list[tuple[int, int, int, int
     return rows
 
 
+_NO_POSITION = (None, None, None, None)
+
+
 def disassemble(code: types.CodeType) -> list[Instruction]:
-    """Instructions of ``code`` with jump targets and exception entries as objects."""
-    raw = list(dis.get_instructions(code))
+    """Instructions of ``code`` with jump targets and exception entries as objects.
+
+    Decodes ``co_code`` directly (``dis.get_instructions`` is several times slower and its
+    argval conventions vary between versions); ``argval`` is the constant, the name, the
+    compare symbol, the jump target's offset, or else the raw argument.
+    """
+    co = code.co_code
+    positions = list(code.co_positions())
+    linestarts = dict(dis.findlinestarts(code))
+    consts, names = code.co_consts, code.co_names
+    in_vars = set(code.co_varnames)
+    localsplus = code.co_varnames + tuple(c for c in code.co_cellvars if c not in in_vars) + code.co_freevars
+    shifts = op.FACTS.name_shift
     out: list[Instruction] = []
+    starts: list[int] = []           # first byte of each instruction, EXTENDED_ARG prefix included
     by_offset: dict[int, Instruction] = {}
-    pending_prefix: list[int] = []   # offsets of EXTENDED_ARGs before the next real instruction
-    start_of: dict[int, int] = {}    # id(instruction) -> offset of its first unit (prefix incl.)
-    for d in raw:
-        if d.opname == "EXTENDED_ARG":
-            pending_prefix.append(d.offset)
+    ext, prefix = 0, -1
+    i, n = 0, len(co)
+    while i < n:
+        opc = co[i]
+        if opc == op.EXTENDED_ARG:
+            ext = (ext | co[i + 1]) << 8
+            prefix = i if prefix < 0 else prefix
+            i += 2
             continue
-        ins = Instruction(
-            opname=d.opname, opcode=d.opcode, arg=d.arg, argval=d.argval,
-            positions=d.positions if _has_any(d.positions) else None,
-            starts_line=d.starts_line, offset=d.offset, argrepr=d.argrepr,
-        )
-        if ins.opname in op.HAS_CONST:   # 3.11's dis leaves KW_NAMES's argval as the raw index
-            ins.argval = code.co_consts[d.arg]
-        for o in pending_prefix:
-            by_offset[o] = ins
-        start_of[id(ins)] = pending_prefix[0] if pending_prefix else d.offset
-        pending_prefix = []
-        by_offset[d.offset] = ins
+        name = op.OPNAME[opc]
+        arg = ext | co[i + 1] if opc >= op.HAVE_ARGUMENT else None
+        kind = op.ARG_KIND[opc]
+        argval: Any = arg
+        if kind is op.CONST:
+            argval = consts[arg]
+        elif kind is op.NAME:
+            argval = names[arg >> shifts.get(name, 0)]
+        elif kind is op.LOCAL:
+            argval = localsplus[arg]
+        elif kind is op.COMPARE:
+            argval = dis.cmp_op[arg >> op.FACTS.compare_shift]
+        start = i if prefix < 0 else prefix
+        pos = positions[i // 2]
+        ins = Instruction(name, opc, arg, argval, None,
+                          dis.Positions(*pos) if pos != _NO_POSITION else None,
+                          linestarts.get(start), None, i)
+        if kind is op.JUMP:
+            ins.argval = _jump_target_offset(ins)
         out.append(ins)
+        starts.append(start)
+        by_offset[start] = by_offset[i] = ins
+        ext, prefix = 0, -1
+        i += 2 + 2 * op.CACHES_BY_OPCODE[opc]
     for ins in out:
         if ins.opname in op.JUMPS:
-            ins.target = by_offset[_jump_target_offset(ins)]
+            ins.target = by_offset[ins.argval]
     rows = parse_exception_table(code)
-    if rows:
-        entries: dict[tuple[int, int, bool], ExnEntry] = {}
-        for ins in out:
-            at = start_of[id(ins)]
-            for start, end, target, depth, lasti in rows:
-                if start <= at < end:
-                    key = (target, depth, lasti)
-                    if key not in entries:
-                        entries[key] = ExnEntry(by_offset[target], depth, lasti)
-                    ins.exn_entry = entries[key]
-                    break
+    entries: dict[tuple[int, int, bool], ExnEntry] = {}
+    r = 0
+    for ins, at in zip(out, starts):
+        while r < len(rows) and rows[r][1] <= at:
+            r += 1
+        if r == len(rows):
+            break
+        begin, _end, target, depth, lasti = rows[r]
+        if begin <= at:
+            key = (target, depth, lasti)
+            if key not in entries:
+                entries[key] = ExnEntry(by_offset[target], depth, lasti)
+            ins.exn_entry = entries[key]
     return out
 
 
-def _has_any(positions) -> bool:
-    return positions is not None and any(p is not None for p in positions)
-
-
 def _jump_target_offset(ins: Instruction) -> int:
-    """Target offset computed from the raw argument (not from dis's argval, whose meaning for
-    3.12's FOR_ITER differs between point releases)."""
+    """Target offset computed from the raw argument."""
     assert ins.offset is not None and ins.arg is not None
     if ins.opname in op.HAS_JABS:  # pragma: no cover - no absolute jumps in 3.11/3.12
         return ins.arg * 2

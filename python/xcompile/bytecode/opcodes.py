@@ -33,6 +33,8 @@ class OpcodeFacts:
     # 3.12: an exhausted FOR_ITER jumps one instruction past its target, which must be the
     # END_FOR (so nothing may be inserted before that END_FOR)
     for_iter_skips_end_for: bool = False
+    # COMPARE_OP's ``arg >> compare_shift`` indexes ``dis.cmp_op``
+    compare_shift: int = 0
 
 
 _NO_FALLTHROUGH = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD",
@@ -70,6 +72,7 @@ TABLE: dict[tuple[int, int], OpcodeFacts] = {
         merge_same_locations=True,
         no_fallthrough=_NO_FALLTHROUGH | {"RETURN_CONST"},
         for_iter_skips_end_for=True,
+        compare_shift=4,
     ),
 }
 
@@ -110,6 +113,17 @@ def cache_entries(opname: str) -> int:
     if isinstance(_cache_table, dict):  # pragma: no cover - 3.13 layout
         return _cache_table.get(op, 0)
     return _cache_table[op]
+
+
+CACHES_BY_OPCODE: tuple[int, ...] = tuple(cache_entries(OPNAME[c]) if not OPNAME[c].startswith("<") else 0
+                                          for c in range(256))
+
+# What ``arg`` means, per opcode (for decoding): one of the names below, or None (a plain number)
+CONST, NAME, LOCAL, JUMP, COMPARE = "const", "name", "local", "jump", "compare"
+ARG_KIND: tuple[str | None, ...] = tuple(
+    CONST if n in HAS_CONST else NAME if n in HAS_NAME else LOCAL if n in HAS_LOCAL | HAS_FREE
+    else JUMP if n in JUMPS else COMPARE if n == "COMPARE_OP" else None
+    for n in OPNAME[:256])
 
 
 def has_arg(opname: str) -> bool:
