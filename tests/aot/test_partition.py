@@ -51,7 +51,8 @@ def _depends_on_tangent(node, tangents):
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_no_expensive_or_random_op_recomputed(name):
-    _, fn, _, _ = make_pair(name)
+    with xcompile.config.patch(verify=True):        # also runs aot/verify.py's checks
+        _, fn, _, _ = make_pair(name)
     art = artifact(fn)
     bw = art.partition.bw_gm.graph
     tangents = {n for n in bw.nodes if n.op == "placeholder" and n.name.startswith("tangents")}
@@ -76,3 +77,18 @@ def test_describe_lists_saved_values():
     _, fn, _, _ = make_pair("gelu_mlp")
     text = artifact(fn).partition.describe()
     assert "partition[min_cut]" in text and "saved" in text
+
+
+def test_verify_catches_a_recomputed_matmul():
+    from xcompile.aot.verify import check_partition
+    _, fn, _, _ = make_pair("gelu_mlp")
+    art = artifact(fn)
+    part = art.partition
+    bw = part.bw_gm.graph
+    first_saved = next(n for n in bw.nodes if n.op == "placeholder")
+    with bw.inserting_after(first_saved):
+        extra = bw.call_function(torch.ops.aten.mm.default, (first_saved, first_saved))
+    out = bw.output_node()
+    out.args = (tuple(out.args[0]) + (extra,),)
+    with pytest.raises(AssertionError, match="recomputes"):
+        check_partition(part, art.joint.num_primals, art.joint.num_tangents)

@@ -26,16 +26,21 @@ What the compilers receive (``(aten_gm, example_inputs) -> callable``):
 """
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 import torch
 import torch.fx
+
+from .. import config
+from ..log import enabled, log
 
 from .joint import Decompositions, fake_inputs, trace_forward, trace_joint
 from .lift import lift
 from .partition import POLICIES
 from .runtime import CompiledProgram, TrainingArtifact
 from .schema import analyze
+from .verify import check_functional, check_partition
 
 Compiler = Callable[[torch.fx.GraphModule, list], Callable]
 
@@ -46,7 +51,6 @@ def run_as_is(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
 
 
 def fallback_random() -> bool:
-    from .. import config
     return bool(getattr(config, "fallback_random", False))
 
 
@@ -85,8 +89,18 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
         nonlocal schema
         fk = _with_requires_grad(fake_mode, fakes, flags)
         sch = schema if list(flags) == schema.input_requires_grad else analyze(program, fk, fake_mode)
+        t0 = time.perf_counter()
         joint = trace_joint(program, sch, fake_mode, fk, decompositions)
+        t1 = time.perf_counter()
         part = partition_fn(joint, sch.mutated_inputs)
+        t2 = time.perf_counter()
+        if getattr(config, "verify", False):
+            check_partition(part, joint.num_primals, joint.num_tangents)
+        if enabled("aot_graphs"):
+            log("aot_graphs", "%s\n%s\nforward graph:%s\nbackward graph:%s", sch.summary(),
+                part.describe(), part.fw_gm.code, part.bw_gm.code)
+        log("compile_times", "aot: joint trace %.1f ms, partition (%s) %.1f ms",
+            (t1 - t0) * 1e3, part.policy, (t2 - t1) * 1e3)
         fw = fw_compiler(mark(part.fw_gm), list(fk))
         art = TrainingArtifact(sch, fw, mark(part.bw_gm), bw_compiler, joint.grad_slots, len(part.saved))
         art.partition = part
@@ -95,6 +109,10 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
 
     def make_inference() -> Callable:                                      # 4. inference
         fw_gm = trace_forward(program, schema, fake_mode, fakes, decompositions)
+        if getattr(config, "verify", False):
+            check_functional(fw_gm, "inference graph")
+        if enabled("aot_graphs"):
+            log("aot_graphs", "%s\ninference graph:%s", schema.summary(), fw_gm.code)
         return inference_compiler(mark(fw_gm), list(fakes))
 
     compiled = CompiledProgram(schema, program.state, make_training, make_inference)

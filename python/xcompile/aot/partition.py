@@ -166,7 +166,8 @@ POLICIES = {"min_cut": min_cut_partition, "save_all": save_all_partition}
 
 # ----------------------------------------------------------------------------- extraction
 
-def _extract(joint_gm: torch.fx.GraphModule, inputs: list[torch.fx.Node], outputs: list) -> torch.fx.GraphModule:
+def _extract(joint_gm: torch.fx.GraphModule, inputs: list[torch.fx.Node],
+             outputs: list) -> torch.fx.GraphModule:
     """A new graph computing ``outputs`` from ``inputs`` (copying only the needed nodes)."""
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
@@ -197,7 +198,8 @@ def _root_placeholder(n: torch.fx.Node) -> torch.fx.Node:
     return n
 
 
-def _build(joint: JointGraph, r: _Roles, saved: list[torch.fx.Node], mutated_primals, policy: str) -> Partition:
+def _build(joint: JointGraph, r: _Roles, saved: list[torch.fx.Node], mutated_primals,
+           policy: str) -> Partition:
     fw_gm = _extract(joint.gm, r.primals, r.fw_outs + saved)
     bw_gm = _extract(joint.gm, saved + r.tangents, r.grads)
     # The runtime writes new values into mutated inputs after the forward; a saved input

@@ -137,7 +137,10 @@ class CompiledProgram:
     def __call__(self, *inputs):
         primals = inputs + self.state
         if torch.is_grad_enabled():
-            flags = tuple(map(_requires_grad, primals))
+            try:
+                flags = tuple(map(_requires_grad, primals))
+            except AttributeError:                  # a non-tensor input (a constant the graph specialized)
+                flags = tuple(isinstance(p, torch.Tensor) and p.requires_grad for p in primals)
             if True in flags:
                 fw_outs = CompiledFunction.apply(self.training(flags), *primals)
                 return self._finish(primals, fw_outs)
