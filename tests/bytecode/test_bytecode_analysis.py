@@ -11,7 +11,8 @@ from xcompile.bytecode import opcodes as op
 from xcompile.bytecode.analysis import (EXC, MAYBE, NULL, SAVED, V, StackAnalysisError, _SPECIAL,
                                         active_handlers, analyze_stack, borrowed_slots, handler_kind,
                                         in_handler, is_jump_target, jump_targets, liveness,
-                                        max_stack_depth, pops_pushes, stack_depths)
+                                        max_stack_depth, pops_pushes, stack_depths, argument_names,
+                                        bound_locals)
 from xcompile.bytecode.instr import Instruction, create, disassemble
 
 
@@ -163,3 +164,22 @@ def test_borrowed_slots_of_inlined_comprehensions():
     m = next(i for i, x in enumerate(instrs) if x.opname == "MAKE_FUNCTION")
     assert borrowed[m] == {"y"} and SAVED in info.before[m]
     assert borrowed[len(instrs) - 1] == set() or instrs[-1].opname != "RETURN_VALUE"
+
+
+def test_bound_locals_must_and_may():
+    def f(a, flag):
+        if flag:
+            b = 1  # noqa: F841
+        c = 2
+        del a
+        return c
+
+    instrs = disassemble(f.__code__)
+    args = argument_names(f.__code__)
+    assert args == ("a", "flag")
+    must = bound_locals(instrs, args)
+    may = bound_locals(instrs, args, must=False)
+    k = next(i for i, x in enumerate(instrs) if x.opname == "STORE_FAST" and x.argval == "c")
+    assert must[k] == {"a", "flag"} and may[k] == {"a", "flag", "b"}
+    r = len(instrs) - 1
+    assert "a" not in must[r] and "a" not in may[r] and "c" in must[r]

@@ -346,3 +346,57 @@ def borrowed_slots(instrs: list[Instruction], info: StackInfo | None = None) -> 
                 state[j] = merged
                 work.append(j)
     return [frozenset(name for name, d in (s or {}).items() if d > 0) for s in state]
+
+
+# ---- definite assignment ---------------------------------------------------------------------
+
+def bound_locals(instrs: list[Instruction], argnames: tuple[str, ...] | list[str],
+                 info: StackInfo | None = None, *, must: bool = True) -> list[frozenset[str] | None]:
+    """For each index, the local and cell variables bound on *every* path to it (``must``)
+    or on *some* path (``must=False``); None where unreachable. ``argnames``: the names
+    bound on entry (the code's arguments)."""
+    info = info or analyze_stack(instrs)
+    n = len(instrs)
+    index = {id(x): k for k, x in enumerate(instrs)}
+    state: list[frozenset[str] | None] = [None] * n
+    if not n:
+        return state
+    state[0] = frozenset(argnames)
+    work = [0]
+    while work:
+        k = work.pop()
+        pre = state[k]
+        assert pre is not None
+        ins = instrs[k]
+        name = ins.argval
+        cur = pre
+        if ins.opname in ("STORE_FAST", "STORE_DEREF"):
+            before = info.before[k]
+            restoring = ins.opname == "STORE_FAST" and before and before[-1] is SAVED
+            if restoring:   # puts back whatever the slot held before: bound or not
+                cur = pre - {name} if must else pre | {name}
+            else:
+                cur = pre | {name}
+        elif ins.opname in ("DELETE_FAST", "DELETE_DEREF", "LOAD_FAST_AND_CLEAR"):
+            cur = pre - {name}
+        edges = []
+        if falls_through(ins) and k + 1 < n:
+            edges.append((k + 1, cur))
+        if ins.target is not None:
+            edges.append((index[id(ins.target)], cur))
+        if ins.exn_entry is not None:
+            edges.append((index[id(ins.exn_entry.target)], pre))
+        for j, s in edges:
+            old = state[j]
+            new = s if old is None else (old & s if must else old | s)
+            if new != old:
+                state[j] = new
+                work.append(j)
+    return state
+
+
+def argument_names(code) -> tuple[str, ...]:
+    """The names a code object binds from its arguments (positional, keyword-only, *, **)."""
+    n = code.co_argcount + code.co_kwonlyargcount
+    n += bool(code.co_flags & op.CO_VARARGS) + bool(code.co_flags & op.CO_VARKEYWORDS)
+    return tuple(code.co_varnames[:n])
