@@ -20,11 +20,16 @@ the caller through ``null_positions``.
 A point between ``KW_NAMES`` and its ``CALL`` resumes at the ``KW_NAMES`` (it sets
 interpreter state, not a stack value).
 
-Not resumable (``ResumeError``): generator/coroutine code, instructions in the prologue,
-unreachable instructions, and instructions inside an exception handler (the handled
-exception cannot be re-installed). Points inside a ``try`` body or a ``with`` block are
-fine: the exception table is static, and the ``with`` exit function is an ordinary stack
-value.
+Zero-argument ``super()`` reads the frame's first local slot, so in a method using it the
+original first argument stays the resume function's first argument (``arg_sources`` gives
+the order in every case).
+
+Not resumable (``ResumeError``, see ``check_resume_point``): generator/coroutine code,
+instructions in the prologue, unreachable instructions, instructions inside an exception
+handler (the handled exception cannot be re-installed), 3.12's END_FOR (never executed),
+and points inside a 3.12 inlined comprehension that borrows the slot of a cell variable.
+Points inside a ``try`` body or a ``with`` block are fine: the exception table is static,
+and the ``with`` exit function is an ordinary stack value.
 """
 from __future__ import annotations
 
