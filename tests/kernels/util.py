@@ -25,14 +25,18 @@ def kernel_backend(backend: str, **knobs):
     """Run the CPU graphs through ``backend`` ("cpp", or "triton" under TRITON_INTERPRET=1); any
     failure raises instead of falling back to eager, so a test cannot pass by not compiling."""
     knobs = dict(cpu_kernel_backend=backend, kernel_raise_errors=True, **knobs)
-    old = {k: getattr(config, k, None) for k in knobs}
+    missing = object()
+    old = {k: getattr(config, k, missing) for k in knobs}
     try:
         for k, v in knobs.items():
             setattr(config, k, v)
         yield
     finally:
         for k, v in old.items():
-            setattr(config, k, v)
+            if v is missing:
+                delattr(config, k)
+            else:
+                setattr(config, k, v)
 
 
 def compile_fn(fn, inputs, backend="cpp", **knobs):
