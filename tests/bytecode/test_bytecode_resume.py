@@ -71,8 +71,8 @@ def test_resume_at_every_reached_instruction():
 def test_resume_in_a_function_that_needs_extended_args():
     big = corpus.make_big_function(n_locals=260, n_branch=12)
     assert len(big.__code__.co_varnames) > 256 and len(big.__code__.co_consts) > 256
-    n, bad = _check_function(big, lambda: ((True, [2, 0, 1]), {}), step=37)
-    assert n > 30 and not bad, bad[:10]
+    n, bad = _check_function(big, lambda: ((True, [2, 0, 1]), {}), step=61)
+    assert n > 15 and not bad, bad[:10]
 
 
 def test_resume_with_cell_values_where_no_closure_escapes():

@@ -46,8 +46,8 @@ def test_split_at_every_instruction():
 
 def test_split_big_function():
     big = corpus.make_big_function(n_locals=260, n_branch=12)
-    done, _, bad = _split_all(big, lambda: ((True, [2, 0, 1]), {}), step=29)
-    assert done > 30 and not bad, bad[:5]
+    done, _, bad = _split_all(big, lambda: ((True, [2, 0, 1]), {}), step=61)
+    assert done > 15 and not bad, bad[:5]
 
 
 def test_split_refuses_unknown_bindings():
