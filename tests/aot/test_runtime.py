@@ -220,3 +220,14 @@ def test_dropout_bit_identical_with_fallback_random():
         torch.manual_seed(123)
         (b,) = cf(x)
     assert torch.equal(a, b)
+
+
+def test_disabled_dropout_returns_its_input_as_in_eager():
+    def f(a, b):
+        return (F.dropout(a, p=0.5, training=False) + b, F.dropout(b, p=0.0), F.dropout(a, 0.2, False))
+    a, b = rand(3, 4, grad=True), rand(3, 4, grad=True)
+    cf = compile_fn(f, a, b)
+    eo, co = f(a, b), cf(a, b)
+    assert eo[1] is b and co[1] is b
+    assert co[2] is a
+    torch.testing.assert_close(co[0], eo[0], **TOL)

@@ -21,6 +21,8 @@ from typing import Any
 
 import torch
 import torch.fx
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 
 
 def _fetch_attr(root: torch.nn.Module, target: str) -> Any:
@@ -42,12 +44,27 @@ class LiftedProgram:
     def __call__(self, *primals):
         user = primals[: self.num_user_inputs]
         state = primals[self.num_user_inputs:]
-        out = _LiftedInterpreter(self, state).run(*user)
+        with _EagerDropoutAliasing():
+            out = _LiftedInterpreter(self, state).run(*user)
         if isinstance(out, torch.Tensor):
             out = (out,)
         if not isinstance(out, (tuple, list)):
             raise TypeError(f"aot: the graph must return a tuple of tensors, got {type(out).__name__}")
         return tuple(out)
+
+
+class _EagerDropoutAliasing(TorchFunctionMode):
+    """Eager dropout with p == 0 or training=False returns its input itself (an alias); the
+    Python-dispatcher decomposition we trace under returns a clone. Keep eager's aliasing."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.dropout or func is torch.dropout:
+            names = ("input", "p", "training" if func is F.dropout else "train")
+            bound = dict(zip(names, args), **kwargs)
+            if not bound.get(names[2], True) or bound.get("p", 0.5) == 0:
+                return bound["input"]
+        return func(*args, **kwargs)
 
 
 class _LiftedInterpreter(torch.fx.Interpreter):
