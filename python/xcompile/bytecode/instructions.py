@@ -42,8 +42,19 @@ class Instr:
 def decode(code: types.CodeType, facts: VersionFacts | None = None) -> list[Instr]:
     import sys
     facts = facts or facts_for(sys.version_info[:2])
-    raw = [i for i in dis.get_instructions(code) if i.opname not in _DROP]
+    everything = list(dis.get_instructions(code))
+    raw = [i for i in everything if i.opname not in _DROP]
     by_offset = {ins.offset: n for n, ins in enumerate(raw)}
+    # A jump to an instruction with an EXTENDED_ARG prefix targets the prefix's offset:
+    # map dropped prefixes to the instruction they belong to.
+    pending: list[int] = []
+    for ins in everything:
+        if ins.opname == "EXTENDED_ARG":
+            pending.append(ins.offset)
+        elif ins.opname != "CACHE":
+            for off in pending:
+                by_offset[off] = by_offset[ins.offset]
+            pending.clear()
     out: list[Instr] = []
     for n, ins in enumerate(raw):
         name = ins.opname
