@@ -1,0 +1,84 @@
+"""How many kernels known patterns compile to, and that the fused results equal eager."""
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from xcompile import log
+
+from .util import BACKENDS, assert_close, compile_fn, n_kernels
+
+PATTERNS = [
+    # name, fn, input shapes, max kernels
+    ("relu_add_mul", lambda x, y: torch.relu(x + y) * 2, [(8, 16), (16,)], 1),
+    ("softmax", lambda x: torch.softmax(x, -1), [(8, 33)], 1),
+    ("layer_norm_gelu", lambda x, w, b: F.gelu(F.layer_norm(x, (64,), w, b)), [(4, 8, 64), (64,), (64,)], 1),
+    ("residual_rmsnorm", lambda x, r, w: F.rms_norm(x + r, (64,), w), [(16, 64), (16, 64), (64,)], 1),
+    ("sum_then_epilogue", lambda x: x.sum(-1) * 3 + 1, [(8, 40)], 1),
+    ("horizontal", lambda x, y: (x * 2, y + 1, x.exp()), [(8, 16), (8, 16)], 1),
+    ("var_mean_pair", lambda x: (x.mean(-1), x.var(-1), x.amax(-1)), [(8, 40)], 1),
+]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name,fn,shapes,max_kernels", PATTERNS, ids=[p[0] for p in PATTERNS])
+def test_kernel_count(backend, name, fn, shapes, max_kernels):
+    inputs = [torch.randn(s) for s in shapes]
+    compiled = compile_fn(fn, inputs, backend)
+    assert n_kernels(compiled) <= max_kernels, compiled.wrapper_src
+    fresh = [torch.randn(s) for s in shapes]
+    assert_close(compiled(*fresh), fn(*fresh), name, tol=dict(atol=1e-5, rtol=1e-5))
+
+
+def test_matmul_is_extern_and_epilogue_fuses():
+    def fn(x, w, b):
+        return F.gelu(x @ w + b) * 2
+    inputs = [torch.randn(8, 16), torch.randn(16, 32), torch.randn(32)]
+    compiled = compile_fn(fn, inputs)
+    assert n_kernels(compiled) == 1
+    assert any("mm" in f for f in compiled.fallbacks)
+    assert_close(compiled(*inputs), fn(*inputs))
+
+
+def test_rejections_are_logged():
+    """A reduction over the first dim cannot share loops with a pointwise op laid out by rows:
+    the fusion log says why."""
+    def fn(x):
+        y = x * 2
+        return y, y.sum(0)
+
+    class Collect(logging.Handler):
+        def __init__(self):
+            super().__init__()
+            self.messages = []
+
+        def emit(self, record):
+            self.messages.append(record.getMessage())
+    handler = Collect()
+    logger = logging.getLogger("xcompile.fusion")
+    logger.addHandler(handler)
+    log.set_logs(fusion=True)
+    try:
+        compiled = compile_fn(fn, [torch.randn(8, 16)])
+    finally:
+        log.set_logs(fusion=False)
+        logger.removeHandler(handler)
+    assert any("not fusing" in m and "reduction space" in m for m in handler.messages), handler.messages
+    x = torch.randn(8, 16)
+    assert_close(compiled(x), fn(x), tol=dict(atol=1e-5, rtol=1e-5))
+
+
+def test_buffer_reuse():
+    """Intermediates that die free their memory for later ones of the same layout."""
+    def fn(x, w):
+        a = torch.relu(x @ w)       # extern in, extern out: buffers must be real tensors
+        b = torch.sigmoid(a @ w)
+        c = torch.tanh(b @ w)
+        return (c @ w,)
+    inputs = [torch.randn(16, 16), torch.randn(16, 16)]
+    compiled = compile_fn(fn, inputs)
+    assert "reuses" in compiled.wrapper_src or "del " in compiled.wrapper_src
+    assert_close(compiled(*inputs), fn(*inputs), tol=dict(atol=1e-5, rtol=1e-5))
