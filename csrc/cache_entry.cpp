@@ -59,6 +59,15 @@ OutputPlan::OutputPlan(py::handle plan, int n_slots) {
     if (!value_) throw py::error_already_set();
     parse_items(t[2]);
     if (items_.size() != (size_t)PyTuple_GET_SIZE(value_.ptr())) bad_plan("dict keys/values differ");
+  } else if (kind == "namedtuple") {
+    kind_ = NAMEDTUPLE;
+    if (t.size() != 3 || !PyType_Check(t[1].ptr()) ||
+        !PyType_IsSubtype((PyTypeObject*)t[1].ptr(), &PyTuple_Type)) {
+      bad_plan("namedtuple is (\"namedtuple\", tuple subclass, [plans])");
+    }
+    value_ = py::reinterpret_borrow<py::object>(t[1]);
+    structseq_ = py::hasattr(value_, "n_sequence_fields");
+    parse_items(t[2]);
   } else {
     bad_plan("unknown kind '" + kind + "'");
   }
@@ -85,6 +94,23 @@ PyObject* OutputPlan::build(PyObject* outs, PyObject* const* slots) const {
         return nullptr;
       }
       return Py_NewRef(v);
+    }
+    case NAMEDTUPLE: {
+      const Py_ssize_t n = (Py_ssize_t)items_.size();
+      PyObject* parts = PyTuple_New(n);
+      if (!parts) return nullptr;
+      for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject* v = items_[i].build(outs, slots);
+        if (!v) {
+          Py_DECREF(parts);
+          return nullptr;
+        }
+        PyTuple_SET_ITEM(parts, i, v);
+      }
+      PyObject* r = structseq_ ? PyObject_CallOneArg(value_.ptr(), parts)
+                               : PyObject_Call(value_.ptr(), parts, nullptr);
+      Py_DECREF(parts);
+      return r;
     }
     case TUPLE:
     case LIST: {
@@ -157,7 +183,14 @@ std::shared_ptr<CacheEntry> CacheEntry::code(std::shared_ptr<RootGuard> guard, p
 PyObject* CacheEntry::run(const FrameView& view, PyObject* const* slots, PyObject* callback) {
   if (kind == CODE) {
     CallbackScope scope(callback);
-    return PyObject_Vectorcall(fn.ptr(), view.locals, (size_t)view.n_locals, nullptr);
+    if (view.closure == nullptr) {
+      return PyObject_Vectorcall(fn.ptr(), view.locals, (size_t)view.n_locals, nullptr);
+    }
+    // Code with free variables: the runner also needs the function's cells (the frame's
+    // closure differs between function objects that share this code object).
+    std::vector<PyObject*> args(view.locals, view.locals + view.n_locals);
+    args.push_back(view.closure);
+    return PyObject_Vectorcall(fn.ptr(), args.data(), args.size(), nullptr);
   }
   for (int i = 0; i < n_inputs; i++) {
     if (slots[i] == nullptr) {

@@ -4,7 +4,8 @@
 //   ├─ kind     GRAPH: a wholly captured frame       CODE: a frame with graph breaks
 //   ├─ guard    shared RootGuard (filled slots are the graph's inputs)
 //   ├─ GRAPH: compiled_fn (strong), n_inputs, output_plan (strong) + its parsed OutputPlan
-//   ├─ CODE:  runner (strong), called as runner(*frame arguments)
+//   ├─ CODE:  runner (strong), called as runner(*frame arguments), plus the function's
+//   │         closure tuple as one more last argument when the code has free variables
 //   └─ hits     times the cache walk selected this entry
 //
 // Hot path (both the eval-frame hook and CompiledFunction):
@@ -29,10 +30,12 @@ namespace xc {
 
 // Builds a call's return value from the artifact's flat outputs. Parsed once from
 //   ("out", i) | ("const", v) | ("slot", k) | ("tuple", [p...]) | ("list", [p...])
-//   | ("dict", [keys], [p...])
+//   | ("dict", [keys], [p...]) | ("namedtuple", cls, [p...])
+// A namedtuple is rebuilt as cls(*parts); a structseq (torch.return_types.*, which has
+// n_sequence_fields) as cls(parts).
 class OutputPlan {
  public:
-  enum Kind { OUT, CONST, SLOT, TUPLE, LIST, DICT };
+  enum Kind { OUT, CONST, SLOT, TUPLE, LIST, DICT, NAMEDTUPLE };
   OutputPlan(pybind11::handle plan, int n_slots);  // throws std::invalid_argument
   // New reference or NULL with an error. `outs` is a tuple or list; slots borrowed.
   PyObject* build(PyObject* outs, PyObject* const* slots) const;
@@ -40,7 +43,8 @@ class OutputPlan {
  private:
   Kind kind_;
   Py_ssize_t index_ = 0;
-  pybind11::object value_;  // CONST value; DICT keys (tuple)
+  pybind11::object value_;  // CONST value; DICT keys (tuple); NAMEDTUPLE class
+  bool structseq_ = false;  // NAMEDTUPLE: cls(parts) instead of cls(*parts)
   std::vector<OutputPlan> items_;
 };
 

@@ -172,7 +172,7 @@ def nesting_and_callback_scopes(C):
     C.cache_clear(outer)
     log.clear()
     root = C.RootGuard(0)
-    runner = lambda x: inner(x) + 1  # noqa: E731
+    runner = lambda x, closure: inner(x) + 1  # noqa: E731  (outer has free variables: + closure)
     C.set_code_state(runner, C.SKIP)  # as the frontend marks transformed code
     C.cache_add(outer, C.CacheEntry.code(root, runner))
     assert _with_callback(C, cb, outer, 7) == 8
