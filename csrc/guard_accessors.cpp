@@ -103,27 +103,31 @@ class GlobalAccessor final : public Accessor {
 
 class ClosureAccessor final : public Accessor {
  public:
-  ClosureAccessor(int index, std::string name) : index_(index), name_(std::move(name)) {}
+  // cell_only: the value is the cell object, not its contents.
+  ClosureAccessor(int index, std::string name, bool cell_only)
+      : index_(index), name_(std::move(name)), cell_only_(cell_only) {}
   PyObject* fetch(PyObject*, const FrameView& f) const override {
     if (f.closure == nullptr || !PyTuple_Check(f.closure)) return nullptr;
     if (index_ >= PyTuple_GET_SIZE(f.closure)) return nullptr;
     PyObject* cell = PyTuple_GET_ITEM(f.closure, index_);
     if (!PyCell_Check(cell)) return nullptr;
-    PyObject* v = PyCell_GET(cell);  // NULL for an empty cell
+    PyObject* v = cell_only_ ? cell : PyCell_GET(cell);  // NULL for an empty cell
     Py_XINCREF(v);
     return v;
   }
   std::string path(const std::string&) const override {
-    return "closure[" + std::to_string(index_) + "]['" + name_ + "']";
+    std::string p = "closure[" + std::to_string(index_) + "]";
+    return cell_only_ ? p : p + "['" + name_ + "']";
   }
   bool same(const Accessor& o) const override {
     auto* p = dynamic_cast<const ClosureAccessor*>(&o);
-    return p && p->index_ == index_;
+    return p && p->index_ == index_ && p->cell_only_ == cell_only_;
   }
 
  private:
   int index_;
   std::string name_;
+  bool cell_only_;
 };
 
 class AttrAccessor final : public Accessor {
@@ -204,7 +208,12 @@ std::unique_ptr<Accessor> make_global_accessor(PyObject* name) {
 
 std::unique_ptr<Accessor> make_closure_accessor(int index, std::string name) {
   if (index < 0) throw std::out_of_range("closure index must be >= 0");
-  return std::make_unique<ClosureAccessor>(index, std::move(name));
+  return std::make_unique<ClosureAccessor>(index, std::move(name), false);
+}
+
+std::unique_ptr<Accessor> make_closure_cell_accessor(int index, std::string name) {
+  if (index < 0) throw std::out_of_range("closure index must be >= 0");
+  return std::make_unique<ClosureAccessor>(index, std::move(name), true);
 }
 
 std::unique_ptr<Accessor> make_attr_accessor(PyObject* name) {

@@ -79,6 +79,34 @@ class LengthCheck final : public Leaf {
   Py_ssize_t n_;
 };
 
+// Keys of a dict, in insertion order. A key compares by identity (interned strings, small ints),
+// else by exact type and ==; a raising == fails the guard.
+class DictKeys final : public Leaf {
+ public:
+  DictKeys(PyObject* keys, std::string desc) : Leaf(std::move(desc)), keys_(keys) {}
+  bool check(PyObject* v) override {
+    if (!PyDict_Check(v)) return false;
+    const Py_ssize_t n = PyTuple_GET_SIZE(keys_.o);
+    if (PyDict_GET_SIZE(v) != n) return false;
+    PyObject *k, *val;
+    Py_ssize_t pos = 0, i = 0;
+    while (PyDict_Next(v, &pos, &k, &val)) {
+      PyObject* want = PyTuple_GET_ITEM(keys_.o, i++);
+      if (k == want) continue;
+      if (Py_TYPE(k) != Py_TYPE(want)) return false;
+      int eq = PyObject_RichCompareBool(k, want, Py_EQ);
+      if (eq != 1) {
+        PyErr_Clear();
+        return false;
+      }
+    }
+    return i == n;
+  }
+
+ private:
+  Ref keys_;
+};
+
 // ---- equals ---------------------------------------------------------------------------------
 
 // A constant compiled into a comparator tree at construction.
@@ -270,6 +298,11 @@ std::unique_ptr<Leaf> make_equals_match(PyObject* value, std::string desc) {
 
 std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc) {
   return std::make_unique<LengthCheck>(n, std::move(desc));
+}
+
+std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::string desc) {
+  if (!PyTuple_Check(keys)) throw pybind11::type_error("add_dict_keys: expected a tuple of keys");
+  return std::make_unique<DictKeys>(keys, std::move(desc));
 }
 
 std::unique_ptr<Leaf> make_dict_unchanged(PyObject* dict, std::string desc) {

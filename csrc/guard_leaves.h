@@ -8,6 +8,8 @@
 //                          torch.device/tuple of these (floats: NaN == NaN,
 //                          0.0 != -0.0, because constants are baked into graphs)
 //   length_check(n)        len(v) == n (list/tuple/dict fast paths)       -
+//   dict_keys(keys)        v is a dict whose keys are `keys`, in order     keys (a tuple)
+//                          (identity first, else same type and ==)
 //   dict_unchanged(d)      v is d and d unchanged                          d + a snapshot
 //   module_tree(m)         v is m and no dict of m's tree changed          m + every watched dict
 //   tensor_match(t)        exact type, dispatch keys, dtype, device,       the type
@@ -42,6 +44,8 @@ std::unique_ptr<Leaf> make_type_match(PyObject* type, std::string desc);
 std::unique_ptr<Leaf> make_id_match(PyObject* obj, std::string desc);
 std::unique_ptr<Leaf> make_equals_match(PyObject* value, std::string desc);
 std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc);
+// `keys`: a tuple of hashable constants (the dict's keys at trace time, in insertion order).
+std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::string desc);
 std::unique_ptr<Leaf> make_dict_unchanged(PyObject* dict, std::string desc);
 // Calls module.modules() and reads torch.nn.modules.module at construction (Python-level).
 std::unique_ptr<Leaf> make_module_tree(PyObject* module, std::string desc);

@@ -93,6 +93,11 @@ PYBIND11_MODULE(_C, m) {
              n.add_leaf(make_module_tree(module.ptr(), std::move(desc)));
            },
            py::arg("module"), py::arg("desc"))
+      .def("add_dict_keys",
+           [](GuardNode& n, py::object keys, std::string desc) {
+             n.add_leaf(make_dict_keys(keys.ptr(), std::move(desc)));
+           },
+           py::arg("keys"), py::arg("desc"))
       .def("add_dict_unchanged",
            [](GuardNode& n, py::object d, std::string desc) {
              n.add_leaf(make_dict_unchanged(d.ptr(), std::move(desc)));
@@ -115,6 +120,11 @@ PYBIND11_MODULE(_C, m) {
       .def("closure",
            [](RootGuard& r, int index, std::string name) {
              return r.frame_child(make_closure_accessor(index, std::move(name)));
+           },
+           py::arg("index"), py::arg("name"))
+      .def("closure_cell",
+           [](RootGuard& r, int index, std::string name) {
+             return r.frame_child(make_closure_cell_accessor(index, std::move(name)));
            },
            py::arg("index"), py::arg("name"))
       .def("add_no_aliasing",
