@@ -138,6 +138,10 @@ PyObject* cf_vectorcall(PyObject* self_obj, PyObject* const* args, size_t nargsf
                         PyObject* kwnames) {
   auto* self = reinterpret_cast<CompiledFunctionObject*>(self_obj);
   const Py_ssize_t nargs_in = PyVectorcall_NARGS(nargsf);
+  if (self->fn == nullptr) {  // cleared by the garbage collector
+    PyErr_SetString(PyExc_RuntimeError, "CompiledFunction was cleared");
+    return nullptr;
+  }
   if (self->hooks && self->hooks->any()) {
     CallbackScope scope(self->callback);
     return PyObject_Vectorcall(self->hooks_module, args, nargsf, kwnames);

@@ -130,10 +130,89 @@ class ClosureAccessor final : public Accessor {
   bool cell_only_;
 };
 
+// nn.Module keeps parameters, buffers and submodules out of its __dict__ and serves them from
+// a Python-level __getattr__, so PyObject_GetAttr on `mod.weight` costs a failed generic lookup
+// (an AttributeError object) plus a Python frame. For types whose __getattribute__ is object's
+// and whose __getattr__ is exactly torch.nn.Module.__getattr__, we run the same two steps in C:
+// the generic lookup without raising, then Module.__getattr__'s three dict lookups.
+class ModuleGetattr {
+ public:
+  // Whether `tp` resolves attributes exactly like nn.Module. Borrowed `tp`.
+  static bool applies_to(PyTypeObject* tp) {
+    PyObject* module_getattr = module_getattr_function();
+    if (module_getattr == nullptr) return false;
+    static PyObject* getattr_name = PyUnicode_InternFromString("__getattr__");
+    static PyObject* getattribute_name = PyUnicode_InternFromString("__getattribute__");
+    static PyObject* object_getattribute =
+        _PyType_Lookup(&PyBaseObject_Type, getattribute_name);  // borrowed, immortal enough
+    return _PyType_Lookup(tp, getattr_name) == module_getattr &&
+           _PyType_Lookup(tp, getattribute_name) == object_getattribute;
+  }
+
+  // New reference or NULL (maybe with an error set). Same result as PyObject_GetAttr.
+  static PyObject* get(PyObject* obj, PyObject* name) {
+    PyObject* v = _PyObject_GenericGetAttrWithDict(obj, name, nullptr, /*suppress=*/1);
+    if (v != nullptr || PyErr_Occurred()) return v;
+    PyObject* dict = PyObject_GenericGetDict(obj, nullptr);
+    if (dict == nullptr) return nullptr;
+    static PyObject* keys[3] = {PyUnicode_InternFromString("_parameters"),
+                                PyUnicode_InternFromString("_buffers"),
+                                PyUnicode_InternFromString("_modules")};
+    for (PyObject* key : keys) {
+      PyObject* d = PyDict_GetItemWithError(dict, key);
+      if (d == nullptr) {
+        if (PyErr_Occurred()) break;
+        continue;
+      }
+      if (!PyDict_Check(d)) {  // unusual: let Python answer
+        Py_DECREF(dict);
+        return PyObject_GetAttr(obj, name);
+      }
+      v = PyDict_GetItemWithError(d, name);
+      if (v != nullptr || PyErr_Occurred()) break;
+    }
+    Py_XINCREF(v);
+    Py_DECREF(dict);
+    return v;
+  }
+
+ private:
+  // Borrowed torch.nn.Module.__getattr__ (kept alive by a static strong ref), or NULL while
+  // torch.nn is not imported. Never imports anything itself.
+  static PyObject* module_getattr_function() {
+    static PyObject* fn = nullptr;
+    if (fn != nullptr) return fn;
+    static PyObject* module_name = PyUnicode_InternFromString("torch.nn.modules.module");
+    PyObject* mod = PyImport_GetModule(module_name);
+    if (mod == nullptr) {
+      PyErr_Clear();
+      return nullptr;
+    }
+    PyObject* cls = PyObject_GetAttrString(mod, "Module");
+    Py_DECREF(mod);
+    if (cls == nullptr || !PyType_Check(cls)) {
+      PyErr_Clear();
+      Py_XDECREF(cls);
+      return nullptr;
+    }
+    PyObject* f = PyDict_GetItemString(((PyTypeObject*)cls)->tp_dict, "__getattr__");
+    Py_XINCREF(f);
+    Py_DECREF(cls);
+    fn = f;
+    return fn;
+  }
+};
+
 class AttrAccessor final : public Accessor {
  public:
   explicit AttrAccessor(PyObject* name) : name_(name) { Py_DECREF(name); }  // steals `name`
+  ~AttrAccessor() override { Py_XDECREF(seen_type_); }
   PyObject* fetch(PyObject* parent, const FrameView&) const override {
+    PyTypeObject* tp = Py_TYPE(parent);
+    if (tp != seen_type_ || tp->tp_version_tag != seen_version_ || seen_version_ == 0) {
+      classify(tp);
+    }
+    if (module_like_) return ModuleGetattr::get(parent, name_.get());
     return PyObject_GetAttr(parent, name_.get());
   }
   std::string path(const std::string& parent) const override {
@@ -145,7 +224,19 @@ class AttrAccessor final : public Accessor {
   }
 
  private:
+  // Caches how `tp` resolves attributes; redone whenever the type (or any base) is modified,
+  // which changes its version tag.
+  void classify(PyTypeObject* tp) const {
+    module_like_ = ModuleGetattr::applies_to(tp);  // _PyType_Lookup assigns a version tag
+    Py_INCREF(tp);
+    Py_XSETREF(seen_type_, tp);
+    seen_version_ = (tp->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) ? tp->tp_version_tag : 0;
+  }
+
   Ref name_;
+  mutable PyTypeObject* seen_type_ = nullptr;  // strong
+  mutable unsigned int seen_version_ = 0;
+  mutable bool module_like_ = false;
 };
 
 class ItemAccessor final : public Accessor {

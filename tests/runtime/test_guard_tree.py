@@ -226,3 +226,63 @@ def test_global_state_autocast_dtype():
         assert check(root)
     with torch.autocast("cpu", dtype=torch.float16):
         assert not check(root)
+
+
+# ---- attribute access on nn.Module (C fast path mirroring Module.__getattr__) -----------------
+
+class Block(torch.nn.Module):
+    const = "class attribute"
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(2, 2)
+        self.register_buffer("buf", torch.zeros(1))
+        self.plain = 5
+
+    @property
+    def prop(self):
+        return ("property", self.plain)
+
+
+@pytest.mark.parametrize("name", ["lin", "buf", "plain", "prop", "const", "training", "forward"])
+def test_module_attr_matches_python_getattr(name):
+    m = Block()
+    root = C.RootGuard(1)
+    root.local(0, "m").attr(name).set_slot(0)
+    e = C.CacheEntry.graph(root, lambda: (), 0, ("slot", 0))
+
+    def target(m):
+        raise AssertionError
+
+    C.cache_add(target, e)
+    got = C.CompiledFunction(target, None)(m)
+    expected = getattr(m, name)
+    assert got == expected if name in ("prop", "forward") else got is expected
+
+
+def test_module_attr_parameters_and_missing():
+    m = Block()
+    root = C.RootGuard(0)
+    root.local(0, "m").attr("lin").attr("weight").add_id_match(m.lin.weight, "ID weight")
+    root.local(0, "m").attr("nope").add_id_match(None, "never")
+    assert not check(root, m)
+    assert root.last_failure() == "cannot read L['m'].nope"
+    root = C.RootGuard(0)
+    root.local(0, "m").attr("lin").attr("weight").add_id_match(m.lin.weight, "ID weight")
+    assert check(root, m)
+    m.lin.weight = torch.nn.Parameter(torch.ones(2, 2))
+    assert not check(root, m)
+
+
+def test_module_attr_follows_a_patched_getattr():
+    class Patched(Block):
+        pass
+
+    m = Patched()
+    root = C.RootGuard(0)
+    root.local(0, "m").attr("virtual").add_equals_match(42, "virtual == 42")
+    assert not check(root, m)  # Module.__getattr__: no such attribute
+    Patched.__getattr__ = lambda self, name: 42 if name == "virtual" else None
+    assert check(root, m)  # the type changed: attributes now resolve through the new hook
+    del Patched.__getattr__
+    assert not check(root, m)
