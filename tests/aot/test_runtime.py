@@ -231,3 +231,14 @@ def test_disabled_dropout_returns_its_input_as_in_eager():
     assert eo[1] is b and co[1] is b
     assert co[2] is a
     torch.testing.assert_close(co[0], eo[0], **TOL)
+
+
+def test_mutated_input_sharing_memory_with_another_is_refused():
+    from xcompile.aot.schema import AotUnsupported
+
+    def f(a, b):
+        a.add_(1)
+        return (a + b,)
+    x = rand(4, 4)
+    with pytest.raises(AotUnsupported, match="shares memory"):
+        compile_fn(f, x, x[0])

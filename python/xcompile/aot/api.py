@@ -39,7 +39,7 @@ from .joint import Decompositions, fake_inputs, trace_forward, trace_joint
 from .lift import lift
 from .partition import POLICIES
 from .runtime import CompiledProgram, TrainingArtifact
-from .schema import analyze
+from .schema import AotUnsupported, analyze
 from .verify import check_functional, check_partition
 
 Compiler = Callable[[torch.fx.GraphModule, list], Callable]
@@ -80,6 +80,7 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
     primals = list(example_inputs) + program.state
     fake_mode, fakes = fake_inputs(primals)
     schema = analyze(program, fakes, fake_mode)                            # 2. analyze
+    _refuse_overlapping_mutated_inputs(primals, schema.mutated_inputs, program.state_names)
 
     def mark(g: torch.fx.GraphModule) -> torch.fx.GraphModule:
         g.meta["fallback_random"] = fallback_random()
@@ -133,3 +134,24 @@ def _with_requires_grad(fake_mode, fakes: list, flags: tuple) -> list:
                 t = t.detach().clone().requires_grad_(rg) if rg else t.detach()
         out.append(t)
     return out
+
+
+def _refuse_overlapping_mutated_inputs(primals: list, mutated: list[int], state_names: list[str]) -> None:
+    """Functionalization treats inputs as independent: one written into must not share memory."""
+    if not mutated:
+        return
+    storages: dict[int, list[int]] = {}
+    for k, p in enumerate(primals):
+        if isinstance(p, torch.Tensor) and not isinstance(p, torch._subclasses.fake_tensor.FakeTensor):
+            storages.setdefault(p.untyped_storage().data_ptr(), []).append(k)
+    for k in mutated:
+        p = primals[k]
+        if not isinstance(p, torch.Tensor) or isinstance(p, torch._subclasses.fake_tensor.FakeTensor):
+            continue
+        sharing = storages.get(p.untyped_storage().data_ptr(), [])
+        if len(sharing) > 1 and p.untyped_storage().nbytes() > 0:
+            num_user = len(primals) - len(state_names)
+            names = [f"input {j}" if j < num_user else state_names[j - num_user] for j in sharing]
+            raise AotUnsupported(f"aot: {names[sharing.index(k)]} is written in place and shares memory "
+                                 f"with {', '.join(n for j, n in zip(sharing, names) if j != k)}; "
+                                 "aliased inputs that are mutated are not supported")

@@ -51,6 +51,14 @@ def is_view(node: torch.fx.Node) -> bool:
     return node.op == "call_function" and isinstance(target, torch._ops.OpOverload) and target.is_view
 
 
+def aliases_input(node: torch.fx.Node) -> bool:
+    """A view, or an element of a multi-view op (split, unbind, chunk): shares its input's storage."""
+    if is_view(node):
+        return True
+    return (node.op == "call_function" and node.target is operator.getitem
+            and isinstance(node.args[0], torch.fx.Node) and is_view(node.args[0]))
+
+
 def is_random(node: torch.fx.Node) -> bool:
     target = node.target
     return isinstance(target, torch._ops.OpOverload) and _SEEDED in target.tags

@@ -32,7 +32,7 @@ import torch
 import torch.fx
 
 from .joint import JointGraph
-from .ops import is_view, recompute_policy
+from .ops import aliases_input, recompute_policy
 
 aten = torch.ops.aten
 
@@ -65,7 +65,7 @@ def nbytes(node: torch.fx.Node) -> float:
     """Bytes to keep ``node`` alive for the backward; inf if it cannot be saved alone."""
     val = _val(node)
     if isinstance(val, torch.Tensor):
-        if is_view(node):
+        if aliases_input(node):
             return math.inf                  # saving a view keeps its base: save the base instead
         return float(val.numel() * val.element_size())
     if isinstance(val, (int, float, bool, torch.SymInt)):
@@ -193,7 +193,7 @@ def _extract(joint_gm: torch.fx.GraphModule, inputs: list[torch.fx.Node],
 
 
 def _root_placeholder(n: torch.fx.Node) -> torch.fx.Node:
-    while is_view(n):
+    while aliases_input(n):
         n = n.args[0]
     return n
 
@@ -216,7 +216,7 @@ def _build(joint: JointGraph, r: _Roles, saved: list[torch.fx.Node], mutated_pri
     fw_gm.recompile()
     fw_names = {n.name for n in fw_gm.graph.nodes if n.op == "call_function"}
     recomputed = [n.name for n in bw_gm.graph.nodes if n.op == "call_function" and n.name in fw_names]
-    size = sum(nbytes(n) if not is_view(n) else _view_bytes(n) for n in saved)
+    size = sum(nbytes(n) if not aliases_input(n) else _view_bytes(n) for n in saved)
     return Partition(fw_gm, bw_gm, joint.num_fw_outs, [n.name for n in saved], int(size), recomputed, policy)
 
 
