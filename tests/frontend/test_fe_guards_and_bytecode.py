@@ -44,7 +44,7 @@ def test_every_guard_source_fetches_its_value():
     for g in c.guards.guards:
         g.source.fetch(*fetch)                    # raises if a chain is wrong
     kinds = {g.kind for g in c.guards.guards}
-    assert {"TENSOR_MATCH", "MODULE_TREE", "LENGTH_CHECK", "TYPE_MATCH", "EQUALS_MATCH"} <= kinds
+    assert {"TENSOR_MATCH", "MODULE_TREE", "DICT_KEYS", "TYPE_MATCH", "EQUALS_MATCH"} <= kinds
 
 
 def test_tensor_guard_records_requires_grad_and_strides():

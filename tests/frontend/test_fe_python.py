@@ -155,7 +155,7 @@ def test_namedtuple_and_dict_inputs():
         return p.a + p.b, d["x"] * d["k"], p[0], list(d.items())[0][0]
     c = check(fn, Pair(r(2), r(2)), {"x": r(2), "k": 3})
     guards = str(c.guards)
-    assert "LENGTH_CHECK: L['d'] 2" in guards and "EQUALS_MATCH: L['d']['k'] 3" in guards
+    assert "DICT_KEYS: L['d'] ('x', 'k')" in guards and "EQUALS_MATCH: L['d']['k'] 3" in guards
 
 
 def test_list_input_only_used_items_become_inputs():

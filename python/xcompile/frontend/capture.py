@@ -36,6 +36,8 @@ class FrameState:
 #   ("tuple", [spec, ...])     -> tuple of the parts
 #   ("list", [spec, ...])      -> list of the parts
 #   ("dict", [key, ...], [spec, ...]) -> dict (insertion order kept)
+#   ("namedtuple", cls, [spec, ...])  -> cls(*parts) (a structseq such as torch.return_types.max:
+#                                        cls(parts))
 OutputSpec = tuple
 
 

@@ -38,9 +38,8 @@ class OutputBuilder:
         if v.source is not None:
             return self._passthrough(v.source)
         if isinstance(v, TupleValue):
-            if v.cls is not tuple:
-                raise Unsupported(f"returning a {v.describe()} built in the frame",
-                                  "Return a plain tuple (namedtuple outputs are not supported yet).")
+            if v.cls is not tuple:              # a namedtuple or structseq (torch.return_types.*)
+                return ("namedtuple", v.cls, [self.spec(i) for i in v.items])
             return ("tuple", [self.spec(i) for i in v.items])
         if isinstance(v, ListValue):
             return ("list", [self.spec(i) for i in v.items])

@@ -7,7 +7,8 @@ that protects that fact (see ``guards/spec.py`` for the kinds):
     constant(src, v)         a specialized non-tensor input: EQUALS_MATCH
     identity(src, obj)       a function, class, python module or other object used as-is: ID_MATCH
     object_type(src, obj)    attributes were read from it: TYPE_MATCH
-    sequence(src, obj, …)    a list/tuple/dict that was indexed or iterated: TYPE_MATCH + LENGTH_CHECK
+    sequence(src, obj, …)    a list/tuple that was indexed or iterated: TYPE_MATCH + LENGTH_CHECK;
+                             a dict: TYPE_MATCH + DICT_KEYS (its keys, in order)
     module_tree(src, m)      an nn.Module: MODULE_TREE (covers its attributes, parameters, buffers,
                              submodules and hooks; values read through it need nothing more)
 
@@ -57,7 +58,10 @@ class GuardBuilder:
     def sequence(self, source: Source, obj, *, type_known: bool = False) -> None:
         if not type_known:
             self.guard_set.add(source, spec.TYPE_MATCH, type(obj))
-        self.guard_set.add(source, spec.LENGTH_CHECK, len(obj))
+        if isinstance(obj, dict):               # same length is not enough: keys and their order
+            self.guard_set.add(source, spec.DICT_KEYS, tuple(obj))
+        else:
+            self.guard_set.add(source, spec.LENGTH_CHECK, len(obj))
 
     def module_tree(self, source: Source, module: torch.nn.Module) -> None:
         self.guard_set.add(source, spec.MODULE_TREE, module)

@@ -50,6 +50,8 @@ class _Lowering:
             n.add_tensor_match(g.value, desc)
         elif k == spec.MODULE_TREE:
             n.add_module_tree(g.value, desc)
+        elif k == spec.DICT_KEYS:
+            n.add_dict_keys(tuple(g.value), desc)
         elif k == spec.DICT_UNCHANGED:
             n.add_dict_unchanged(g.value, desc)
         else:  # pragma: no cover - spec.Guard validates kinds
@@ -85,6 +87,8 @@ def lower_output_spec(out, n_inputs: int):
         return (kind, [lower_output_spec(p, n_inputs) for p in out[1]])
     if kind == "dict":
         return ("dict", list(out[1]), [lower_output_spec(p, n_inputs) for p in out[2]])
+    if kind == "namedtuple":
+        return ("namedtuple", out[1], [lower_output_spec(p, n_inputs) for p in out[2]])
     if kind in ("out", "const"):
         return out
     raise ValueError(f"bad output spec {out!r}")

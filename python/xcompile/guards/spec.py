@@ -14,8 +14,10 @@ LENGTH_CHECK = "LENGTH_CHECK"      # len(v) == value                         (va
 TENSOR_MATCH = "TENSOR_MATCH"      # same type, dispatch keys, dtype, device, sizes, strides, requires_grad as value
 MODULE_TREE = "MODULE_TREE"        # v is value and no dict of the module tree (or global hooks) changed
 DICT_UNCHANGED = "DICT_UNCHANGED"  # v is value and its contents are unchanged (version tag + identity snapshot)
+DICT_KEYS = "DICT_KEYS"            # v is a dict whose keys are value, in this order (value: tuple of constants)
 
-KINDS = (TYPE_MATCH, ID_MATCH, EQUALS_MATCH, LENGTH_CHECK, TENSOR_MATCH, MODULE_TREE, DICT_UNCHANGED)
+KINDS = (TYPE_MATCH, ID_MATCH, EQUALS_MATCH, LENGTH_CHECK, TENSOR_MATCH, MODULE_TREE, DICT_UNCHANGED,
+         DICT_KEYS)
 
 
 @dataclass(frozen=True)
