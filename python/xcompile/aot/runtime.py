@@ -88,6 +88,19 @@ class CompiledFunction(torch.autograd.Function):
         return (None, *[None if s is None else out[s] for s in art.grad_slots])
 
 
+# Function.apply minus its Python prologue (default-arg binding for setup_context, which we do
+# not define, and functorch dead-wrapper unwrapping, which only matters under functorch
+# transforms: then we go through the full ``apply``).
+_apply_c = super(torch.autograd.Function, CompiledFunction).apply
+_functorch_active = torch._C._are_functorch_transforms_active
+
+
+def _apply(art: TrainingArtifact, primals: tuple):
+    if _functorch_active():
+        return CompiledFunction.apply(art, *primals)
+    return _apply_c(art, *primals)
+
+
 def _delay_error(outs, any_requires_grad: bool):
     if not any_requires_grad or not outs:
         return outs
@@ -142,8 +155,8 @@ class CompiledProgram:
             except AttributeError:                  # a non-tensor input (a constant the graph specialized)
                 flags = tuple(isinstance(p, torch.Tensor) and p.requires_grad for p in primals)
             if True in flags:
-                fw_outs = CompiledFunction.apply(self.training(flags), *primals)
-                return self._finish(primals, fw_outs)
+                art = self._training.get(flags) or self.training(flags)
+                return self._finish(primals, _apply(art, primals))
         inference = self._inference or self.inference()
         return self._finish(primals, inference(*primals))
 
