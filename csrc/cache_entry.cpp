@@ -198,11 +198,8 @@ PyObject* CacheEntry::run(const FrameView& view, PyObject* const* slots, PyObjec
       return nullptr;
     }
   }
-  PyObject* outs;
-  {
-    CallbackScope scope(nullptr);
-    outs = PyObject_Vectorcall(fn.ptr(), slots, (size_t)n_inputs, nullptr);
-  }
+  CallbackScope scope(nullptr);  // graphs and output building (namedtuple classes) never traced
+  PyObject* outs = PyObject_Vectorcall(fn.ptr(), slots, (size_t)n_inputs, nullptr);
   if (outs == nullptr) return nullptr;
   if (!PyTuple_Check(outs) && !PyList_Check(outs)) {
     PyErr_Format(PyExc_TypeError, "compiled_fn must return a tuple or list, not %.100s",

@@ -171,3 +171,25 @@ def test_unfilled_input_slot_is_an_error():
     C.cache_add(target, C.CacheEntry.graph(root, lambda p: (p,), 1, ("out", 0)))
     with pytest.raises(RuntimeError, match="slot 0"):
         C.CompiledFunction(target, None)(1)
+
+
+def test_namedtuple_plan_is_built_without_the_callback():
+    import collections
+
+    Pair = collections.namedtuple("Pair", "a b")
+
+    def target(p):
+        raise AssertionError
+
+    root = C.RootGuard(1)
+    root.local(0, "p").set_slot(0)
+    C.cache_add(target, C.CacheEntry.graph(root, lambda p: (p, p + 1), 1,
+                                           ("namedtuple", Pair, [("out", 0), ("out", 1)])))
+    seen = []
+    prev = C.set_callback(lambda code, *a: seen.append(code.co_name))
+    try:
+        out = target(1)  # hit in the eval-frame hook, callback active
+    finally:
+        C.set_callback(prev)
+    assert out == Pair(1, 2) and type(out) is Pair
+    assert seen == []  # Pair.__new__ (Python code) ran without a callback
