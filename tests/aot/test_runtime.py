@@ -242,3 +242,15 @@ def test_mutated_input_sharing_memory_with_another_is_refused():
     x = rand(4, 4)
     with pytest.raises(AotUnsupported, match="shares memory"):
         compile_fn(f, x, x[0])
+
+
+def test_view_of_input_with_other_strides_is_refused_not_wrong():
+    from xcompile.aot.schema import AotUnsupported
+
+    def f(x):
+        return (x[0], x.sum())
+    cf = compile_fn(f, rand(3, 4))
+    x = rand(3, 4)
+    assert cf(x)[0].data_ptr() == x[0].data_ptr()
+    with pytest.raises(AotUnsupported, match="strides"):
+        cf(rand(4, 3).t())

@@ -18,7 +18,7 @@ from typing import Callable
 import torch
 from torch._C import _functions as _autograd_functions
 
-from .schema import OutputKind, Schema
+from .schema import AotUnsupported, OutputKind, Schema
 
 _requires_grad = operator.attrgetter("requires_grad")
 
@@ -133,7 +133,8 @@ class CompiledProgram:
         self._simple = (not self._mutated and all(k is OutputKind.PLAIN for k in kinds)
                         and [o.index for o in schema.outputs] == list(range(len(kinds)))
                         and len(kinds) == n)
-        self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset) for o in schema.outputs)
+        self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset, o.base_stride)
+                               for o in schema.outputs)
 
     # -- variants, built on first need
     def training(self, flags: tuple) -> TrainingArtifact:
@@ -171,14 +172,15 @@ class CompiledProgram:
             else:
                 target.copy_(new)
         result: list = []
-        for kind, idx, size, stride, offset in self._out_plan:
+        for kind, idx, size, stride, offset, base_stride in self._out_plan:
             if kind is OutputKind.PLAIN:
                 result.append(fw_outs[idx])
-            elif kind is OutputKind.INPUT_VIEW:
-                base = primals[idx]
-                result.append(base.as_strided(size, stride, base.storage_offset() + offset))
-            elif kind is OutputKind.BASE_VIEW:
-                base = fw_outs[idx]
+            elif kind is OutputKind.INPUT_VIEW or kind is OutputKind.BASE_VIEW:
+                base = primals[idx] if kind is OutputKind.INPUT_VIEW else fw_outs[idx]
+                if base.stride() != base_stride:
+                    raise AotUnsupported(
+                        f"aot: an output is a view of a tensor traced with strides {base_stride}, "
+                        f"called with strides {base.stride()}; recompile for the new layout")
                 result.append(base.as_strided(size, stride, base.storage_offset() + offset))
             elif kind is OutputKind.IS_INPUT:
                 result.append(primals[idx])

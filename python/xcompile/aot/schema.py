@@ -42,6 +42,7 @@ class OutputInfo:
     stride: tuple[int, ...] = ()
     offset: int = 0            # storage offset relative to the base's storage offset
     deview: bool = False       # PLAIN output that is a view of a hidden intermediate
+    base_stride: tuple[int, ...] = ()   # the base's strides when traced (views are rebuilt for these)
 
     def describe(self) -> str:
         return f"{self.kind.value}[{self.index}]"
@@ -110,7 +111,7 @@ class Schema:
 
 def _view_info(out: torch.Tensor, base: torch.Tensor, kind: OutputKind, index: int) -> OutputInfo:
     return OutputInfo(kind, index, tuple(out.shape), tuple(out.stride()),
-                      out.storage_offset() - base.storage_offset())
+                      out.storage_offset() - base.storage_offset(), base_stride=tuple(base.stride()))
 
 
 def analyze(program, fake_primals: list, fake_mode) -> Schema:
