@@ -19,7 +19,7 @@ _DECOMPOSE = [
     aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.native_group_norm,
     aten._native_batch_norm_legit_no_training, aten._native_batch_norm_legit_functional,
     aten._native_batch_norm_legit, aten.native_batch_norm,
-    aten.split.Tensor, aten.split_with_sizes, aten.unbind, aten.stack, aten.narrow,
+    aten.stack, aten.narrow,
     aten.logsumexp, aten.linalg_vector_norm, aten.log_sigmoid_forward, aten.mse_loss,
     aten.glu, aten.tril, aten.triu, aten.expand_as, aten.rsub, aten.squeeze_copy, aten.unsqueeze_copy,
     aten.nll_loss_forward, aten.masked_fill_, aten.addmv, aten.hardswish_, aten.silu_,

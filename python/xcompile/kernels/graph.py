@@ -69,6 +69,7 @@ class GraphLowering:
         self.device: torch.device | None = None
         self.constants: dict[str, torch.Tensor] = {}
         self.meta_exact: set[str] = set()
+        self.input_offsets: dict[str, int] = {}   # storage offset of each input's data_ptr
 
     # -- names and buffers --------------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -200,6 +201,7 @@ class GraphLowering:
                     name = f"arg{len(inputs)}"
                     self._note_device(v.device)
                     self.buffers[name] = Buffer(name, Layout.of(v), "input")
+                    self.input_offsets[name] = int(v.storage_offset())
                     placeholder_pos[name] = len(inputs)
                     inputs.append(name)
                     self.env[node] = self.buffer_tv(name)
@@ -262,10 +264,12 @@ class GraphLowering:
         return self.extern(node, args, kwargs)
 
 
-def view_tv(L: GraphLowering, x: TV, size: Sequence[int], loader: Callable) -> TV:
-    """A view of ``x``; keeps a strided TensorRef when ``x`` has one (from the node's meta)."""
+def view_tv(L: GraphLowering, x: TV, size: Sequence[int], loader: Callable, val=None) -> TV:
+    """A view of ``x``; keeps a strided TensorRef when ``x`` has one (from the node's meta, or
+    ``val`` for one output of a multi-output view op)."""
     ref = None
-    val = L.current.meta.get("val") if L.current is not None else None
+    if val is None:
+        val = L.current.meta.get("val") if L.current is not None else None
     if x.ref is not None and isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(size):
         base = L.buffers[x.ref.name]
         lay = Layout(val.dtype, tuple(val.shape), tuple(val.stride()), int(val.storage_offset()))

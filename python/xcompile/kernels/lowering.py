@@ -624,6 +624,66 @@ def _select(L, node, x, dim, index):
                    lambda ops, idx: x.loader(ops, list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])))
 
 
+@register(aten.split.Tensor, aten.split_with_sizes.default)
+def _split(L, node, x, sizes, dim=0):
+    dim = dim % x.ndim
+    vals = out_meta(node)
+    outs, start = [], 0
+    for v in vals:
+        n = v.shape[dim]
+        outs.append(_narrow(L, x, dim, start, v))
+        start += n
+    return outs
+
+
+@register(aten.unbind.int)
+def _unbind(L, node, x, dim=0):
+    dim = dim % x.ndim
+    outs = []
+    for i, v in enumerate(out_meta(node)):
+        def loader(ops, idx, _i=i):
+            return x.loader(ops, list(idx[:dim]) + [sympy.Integer(_i)] + list(idx[dim:]))
+        outs.append(view_tv(L, x, tuple(v.shape), loader, val=v))
+    return outs
+
+
+def _narrow(L, x, dim, start, val):
+    def loader(ops, idx):
+        full = list(idx)
+        full[dim] = idx[dim] + start
+        return x.loader(ops, full)
+    return view_tv(L, x, tuple(val.shape), loader, val=val)
+
+
+@register(aten.as_strided.default)
+def _as_strided(L, node, x, size, stride, storage_offset=None):
+    """A strided view of the storage under ``x``: loads go to the base buffer directly."""
+    if x.ref is None:
+        return NotImplemented
+    base = L.buffers[x.ref.name]
+    lay = base.layout
+    dims = sorted((st, n, d) for d, (n, st) in enumerate(zip(lay.size, lay.stride)) if n != 1)
+    expect = 1
+    for st, n, _ in dims:  # the base must be dense to turn a storage offset back into an index
+        if st != expect:
+            return NotImplemented
+        expect *= n
+    val = out_meta(node)
+    offset = int(val.storage_offset()) - L.input_offsets.get(base.name, 0)
+
+    def loader(ops, idx):
+        flat = sympy.Integer(offset)
+        for i, st, n in zip(idx, stride, size):
+            if n != 1:
+                flat = flat + i * st
+        from .ir import FloorDiv, ModIndex
+        full = [sympy.Integer(0)] * len(lay.size)
+        for st, n, d in dims:
+            full[d] = ModIndex(FloorDiv(flat, st), n)
+        return ops.load(base.name, full)
+    return view_tv(L, x, tuple(val.shape), loader)
+
+
 @register(aten.alias.default, aten.detach.default)
 def _alias(L, node, x):
     return view_tv(L, x, x.size, x.loader)
