@@ -254,3 +254,32 @@ def test_view_of_input_with_other_strides_is_refused_not_wrong():
     assert cf(x)[0].data_ptr() == x[0].data_ptr()
     with pytest.raises(AotUnsupported, match="strides"):
         cf(rand(4, 3).t())
+
+
+def test_parameter_written_under_no_grad_inside_the_graph():
+    """``with torch.no_grad(): w.clamp_(-0.1, 0.1)`` then ``x @ w``: a frontend-style graph."""
+    root = nn.Module()
+    root.w = nn.Parameter(torch.randn(4, 4, dtype=D))
+    ref_w = nn.Parameter(root.w.detach().clone())
+    g = torch.fx.Graph()
+    x = g.placeholder("x")
+    w = g.get_attr("w")
+    g.call_function(torch._C._set_grad_enabled, (False,))
+    g.call_method("clamp_", (w, -0.1, 0.1))
+    g.call_function(torch._C._set_grad_enabled, (True,))
+    out = g.call_function(torch.tanh, (g.call_function(torch.matmul, (x, w)),))
+    g.output((out,))
+    gm = torch.fx.GraphModule(root, g)
+    cf = aot_eager(gm, [rand(2, 4)])
+    with torch.no_grad():
+        root.w.copy_(ref_w)                          # undo the clamp a probe may not have done
+    xv = rand(2, 4)
+    (oc,) = cf(xv)
+    with torch.no_grad():
+        ref_w.clamp_(-0.1, 0.1)
+    oe = torch.tanh(xv @ ref_w)
+    torch.testing.assert_close(oc, oe, **TOL)
+    torch.testing.assert_close(root.w.detach(), ref_w.detach(), **TOL)
+    (gc,) = torch.autograd.grad(oc.sum(), root.w)
+    (ge,) = torch.autograd.grad(oe.sum(), ref_w)
+    torch.testing.assert_close(gc, ge, **TOL)

@@ -169,8 +169,9 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool]) -> S
 
     fw_outs: list[FwOut] = []
 
-    def add_fw_out(recipe: tuple, t: torch.Tensor) -> int:
-        fw_outs.append(FwOut(recipe, bool(t.requires_grad), tuple(t.shape), t.dtype, t.device))
+    def add_fw_out(recipe: tuple, t: torch.Tensor, requires_grad: bool | None = None) -> int:
+        rg = bool(t.requires_grad) if requires_grad is None else requires_grad
+        fw_outs.append(FwOut(recipe, rg, tuple(t.shape), t.dtype, t.device))
         return len(fw_outs) - 1
 
     # plain outputs first, in user order (a group whose root is itself an output is based on it)
@@ -195,9 +196,12 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool]) -> S
         for i in members:
             if infos[i] is None:
                 infos[i] = _view_info(outs[i], root, OutputKind.BASE_VIEW, base_slot[key])
-    # then the new values of mutated inputs
+    # then the new values of mutated inputs; a write made under no_grad is not differentiable
+    # (``with torch.no_grad(): w.clamp_(...)`` leaves w a leaf that autograd reaches directly)
     for k in mutated:
-        add_fw_out(("input", k), fprimals[k])
+        p = fprimals[k]
+        hidden = torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(p)
+        add_fw_out(("input", k), p, requires_grad=bool(p.requires_grad) and not hidden)
     return Schema(
         num_primals=len(fprimals),
         input_requires_grad=input_requires_grad,
