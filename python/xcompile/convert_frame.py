@@ -18,6 +18,7 @@ from .backends.registry import lookup_backend
 from .exc import BackendCompilerFailed, CacheLimitExceeded
 from .frontend.capture import FrameState
 from .frontend.exc import Unsupported
+from .frontend.side_effects import with_side_effects
 from .guards.lower import lower_guards, lower_output_spec
 
 NORMAL, SKIP, NO_NEW = 0, 1, 2
@@ -112,7 +113,8 @@ class ConvertFrame:
         n_inputs = len(captured.input_sources)
         guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
-        entry = _C.CacheEntry.graph(guard, compiled, n_inputs, lower_output_spec(captured.output, n_inputs))
+        compiled, n_call = with_side_effects(captured, compiled, n_inputs)   # mutations applied after it
+        entry = _C.CacheEntry.graph(guard, compiled, n_call, lower_output_spec(captured.output, n_inputs))
         _C.cache_add(code, entry)
         return entry
 

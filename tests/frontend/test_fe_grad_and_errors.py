@@ -109,7 +109,7 @@ def test_item_and_tolist_are_unsupported():
             trace(body, r(2))
 
 
-def test_mutating_input_list_and_attribute_is_unsupported():
+def test_mutating_input_list_and_attribute_is_a_recorded_side_effect():
     def fn(xs):
         xs.append(1)
         return xs
@@ -120,10 +120,11 @@ def test_mutating_input_list_and_attribute_is_unsupported():
     def fn2(o, x):
         o.y = x
         return x
-    with pytest.raises(Unsupported, match="outside the frame"):
-        trace(fn, [1])
-    with pytest.raises(Unsupported, match="assignment to attribute"):
-        trace(fn2, Obj(), r(2))
+    c = trace(fn, [1])
+    assert c.side_effects is not None and c.side_effects.described == ["L['xs']: list contents"]
+    assert c.output == ("source", 0)               # the same list, changed after the graph runs
+    c2 = trace(fn2, Obj(), r(2))
+    assert c2.side_effects.described == ["L['o']: set attributes y"]
 
 
 def test_raise_in_traced_code_is_unsupported():

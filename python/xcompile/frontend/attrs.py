@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from . import rules
-from .exc import Unsupported
+from .exc import PythonError, Unsupported
 from .sources import AttrSource, ItemSource, Source
 from .values import (
     BoundMethodValue,
@@ -41,8 +41,12 @@ if TYPE_CHECKING:
 _MISSING = object()
 
 
-class AttrMissing(Unsupported):
-    """The attribute does not exist (eager raises AttributeError): getattr/hasattr defaults apply."""
+class AttrMissing(PythonError):
+    """The attribute does not exist (eager raises AttributeError): getattr/hasattr defaults apply,
+    and ``except AttributeError`` in the traced code catches it."""
+
+    def __init__(self, reason: str, hint: str | None = None):
+        super().__init__(UserObjectValue(AttributeError(reason)), hint)
 
 
 def _attr_error(v: Value, name: str) -> Unsupported:
@@ -139,6 +143,10 @@ def _module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
 
 
 def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
+    from .user_objects import stored_attribute
+    stored = stored_attribute(tx, v.obj, name)
+    if stored is not None:                        # assigned earlier in this trace
+        return stored
     if type(v.obj).__getattribute__ is not object.__getattribute__:
         raise Unsupported(f"attribute read on {v.describe()}, which defines __getattribute__")
     r = object_attr(tx, v, v.obj, name, covered=False)

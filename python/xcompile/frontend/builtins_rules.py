@@ -402,9 +402,9 @@ def call_constant_function(tx, fn: Any, args: list[Value], kwargs: dict[str, Val
 
 
 def _list_method(tx, lst: ListValue, name: str, args, kwargs) -> Value:
-    from .pyops import _check_mutable
+    from .pyops import note_mutation
     if name in ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "__setitem__"):
-        _check_mutable(lst, f"list.{name}")
+        note_mutation(tx, lst)
     if name == "append":
         lst.items.append(args[0])
     elif name == "extend":
@@ -427,7 +427,7 @@ def _list_method(tx, lst: ListValue, name: str, args, kwargs) -> Value:
 
 
 def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
-    from .pyops import _check_mutable
+    from .pyops import note_mutation
     if name in ("keys", "values", "items"):
         return DictViewValue(d, name)
     if name == "get":
@@ -439,7 +439,7 @@ def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
     if name == "copy":
         return DictValue(dict(d.items))
     if name in ("update", "pop", "setdefault", "clear", "popitem", "__setitem__"):
-        _check_mutable(d, f"dict.{name}")
+        note_mutation(tx, d)
     if name == "update":
         other = _dict(tx, args, kwargs)
         d.items.update(other.items)

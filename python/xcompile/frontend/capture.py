@@ -49,3 +49,10 @@ class CapturedGraph:
     output: OutputSpec                  # see above; ("source", k) refers to passthrough_sources[k]
     guards: GuardSet
     passthrough_sources: list[Source] = field(default_factory=list)  # non-graph values returned as-is
+    # Mutations of state from outside the frame (frontend/side_effects.py EffectPlan), or None.
+    # Its objects are passthrough_sources[:side_effects.n_objects]; apply after the graph runs.
+    side_effects: Any = None
+
+    def __post_init__(self):
+        if self.side_effects is None:
+            self.side_effects = self.gm.meta.get("xcompile_side_effects")

@@ -2,14 +2,16 @@
 
     tracer = Tracer(frame)                  shared state: graph builder, guard builder, wrapped objects
     result = tracer.top_frame().run()       the symbolic interpreter (inlines every Python call)
-    spec   = OutputBuilder.spec(result)     which graph outputs / constants / inputs make the return value
+    out    = OutputBuilder(tracer)          plans the side effects first (their slots and outputs)
+    spec   = out.spec(result)               which graph outputs / constants / inputs make the return value
     gm     = graph_builder.finish(outputs)  GraphModule holding the module state it reads (get_attr)
 """
 from __future__ import annotations
 
 import inspect
 
-from . import ops_binary, ops_build, ops_calls, ops_control, ops_load_store  # noqa: F401  (fill HANDLERS)
+from . import (exceptions, ops_binary, ops_build, ops_calls, ops_control,  # noqa: F401  (fill HANDLERS)
+               ops_load_store)
 from .capture import CapturedGraph, FrameState
 from .exc import Unsupported
 from .output import OutputBuilder
@@ -35,4 +37,5 @@ def trace_frame(frame: FrameState, *, fullgraph: bool = False) -> CapturedGraph:
         output=spec,
         guards=tracer.guards.build(),
         passthrough_sources=out.passthrough,
+        side_effects=out.effects,
     )

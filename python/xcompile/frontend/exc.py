@@ -32,3 +32,26 @@ class Unsupported(Exception):
                 for fs in self.user_stack
             )
         return "\n".join(parts)
+
+
+class PythonError(Unsupported):
+    """A Python exception that the traced code raises, exactly as eager would (``raise``, a
+    missing dict key, a failing constant operation...).  ``try``/``except`` inside the traced
+    frames catches it (``frontend/exceptions.py``); if it leaves the top frame it is an ordinary
+    Unsupported and the frame runs eagerly, where it raises for real.
+
+    ``value`` is the exception as a symbolic value (frontend.values.UserObjectValue around a real
+    exception object made at trace time).
+    """
+
+    def __init__(self, value, hint: str | None = None):
+        exc = getattr(value, "obj", None)
+        what = f"{type(exc).__name__}: {exc}" if isinstance(exc, BaseException) else value.describe()
+        super().__init__(f"the traced code raises {what}", hint or "The same code raises in eager mode.")
+        self.value = value
+
+    @classmethod
+    def of(cls, exc: BaseException, hint: str | None = None) -> "PythonError":
+        """From a real exception object (raised by a constant operation at trace time)."""
+        from .values import UserObjectValue
+        return cls(UserObjectValue(exc), hint)

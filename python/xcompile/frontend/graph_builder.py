@@ -223,6 +223,8 @@ class GraphBuilder:
         self.graph.output(tuple(v.node for v in outputs))
         gm = torch.fx.GraphModule(self.root, self.graph)
         gm.graph.lint()
+        if getattr(self, "effects", None) is not None:   # side_effects.EffectPlan to apply after it runs
+            gm.meta["xcompile_side_effects"] = self.effects
         return gm
 
 

@@ -36,6 +36,10 @@ _MAPPING_MODULES = (torch.nn.ModuleDict, torch.nn.ParameterDict)
 
 def module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
     m, src = v.module, v.source
+    from .user_objects import stored_attribute
+    stored = stored_attribute(tx, m, name)
+    if stored is not None:                        # assigned earlier in this trace
+        return stored
     d = m.__dict__
     if name in _STATE_DICTS:                      # the tree guard watches these dicts: contents covered
         dsrc = AttrSource(src, name) if src is not None else None

@@ -13,7 +13,6 @@ from .values import (
     GradModeValue,
     IteratorValue,
     NoOpContextValue,
-    UserObjectValue,
 )
 
 import sys
@@ -165,17 +164,5 @@ def end_send(f: Frame, inst: Instr) -> None:
     f.push(v)
 
 
-# -- raise -----------------------------------------------------------------------------------------------------
-@handler("RAISE_VARARGS")
-def raise_varargs(f: Frame, inst: Instr) -> None:
-    exc = f.peek() if inst.arg else None
-    what = repr(exc.obj) if isinstance(exc, UserObjectValue) else (exc.describe() if exc else "re-raise")
-    raise Unsupported(f"the traced code raises an exception: {what}",
-                      "The same call raises in eager mode; fix the inputs or the code.")
-
-
-for _name in sorted(_FACTS.exception_only):
-    def _exc_only(f: Frame, inst: Instr, _name=_name) -> None:
-        raise Unsupported(f"exception handling bytecode {_name} reached",
-                          "try/except that catches an exception during tracing is not supported.")
-    handler(_name)(_exc_only)
+# raise, try/except/finally and `with` exits on an exception: frontend/exceptions.py
+from . import exceptions  # noqa: E402,F401  (registers those handlers)

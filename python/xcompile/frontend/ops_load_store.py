@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from ..bytecode.instructions import Instr
 from .attrs import load_attr, super_attr
-from .exc import Unsupported
+from .exc import PythonError, Unsupported
+from .side_effects import DELETED
+from .user_objects import delete_attribute, store_attribute
 from .tracer import NULL, Frame, handler
-from .values import CellValue, ClassValue, ConstantValue, LazyValue, NewObjectValue, NullValue, SuperValue
+from .values import CellValue, ClassValue, ConstantValue, LazyValue, NullValue, SuperValue
 
 
 @handler("NOP", "RESUME", "PRECALL", "COPY_FREE_VARS")
@@ -103,18 +105,26 @@ def load_deref(f: Frame, inst: Instr) -> None:
 @handler("STORE_DEREF")
 def store_deref(f: Frame, inst: Instr) -> None:
     cell = f.cells[inst.argval]
-    if cell.external:
-        raise Unsupported(f"assignment to closure variable {inst.argval!r} of a function outside the trace",
-                          "Mutating `nonlocal` state of an outer function is not supported; return the value.")
     cell.contents = f.pop()
+    if cell.external:                        # a cell of a function outside the trace
+        _record_cell(f, cell, inst.argval)
 
 
 @handler("DELETE_DEREF")
 def delete_deref(f: Frame, inst: Instr) -> None:
     cell = f.cells[inst.argval]
-    if cell.external:
-        raise Unsupported(f"deleting closure variable {inst.argval!r}")
+    if cell.contents is None:
+        raise PythonError.of(NameError(f"free variable {inst.argval!r} referenced before assignment"))
     cell.contents = None
+    if cell.external:
+        _record_cell(f, cell, inst.argval)
+
+
+def _record_cell(f: Frame, cell: CellValue, name: str) -> None:
+    where = cell.cell_source if cell.cell_source is not None else cell.real_cell
+    if where is None:
+        raise Unsupported(f"assignment to closure variable {name!r} of a function outside the trace")
+    f.tx.side_effects.store_cell(cell, where)
 
 
 # -- globals, attributes ------------------------------------------------------------------------------
@@ -125,10 +135,18 @@ def load_global(f: Frame, inst: Instr) -> None:
     f.push(f.globals.load(f.tx, inst.argval))
 
 
-@handler("STORE_GLOBAL", "DELETE_GLOBAL")
+@handler("STORE_GLOBAL")
 def store_global(f: Frame, inst: Instr) -> None:
-    raise Unsupported(f"assignment to global {inst.argval!r}",
-                      "Mutating module globals inside a compiled region is not supported; return the value.")
+    f.tx.side_effects.store_global(f.globals.f_globals, inst.argval, f.pop())
+
+
+@handler("DELETE_GLOBAL")
+def delete_global(f: Frame, inst: Instr) -> None:
+    f.globals.load(f.tx, inst.argval)        # NameError when it does not exist
+    if inst.argval not in f.globals.f_globals and f.tx.side_effects.global_(f.globals.f_globals,
+                                                                            inst.argval) is None:
+        raise PythonError.of(NameError(f"name {inst.argval!r} is not defined"))
+    f.tx.side_effects.store_global(f.globals.f_globals, inst.argval, DELETED)
 
 
 @handler("LOAD_ATTR")
@@ -155,21 +173,12 @@ def load_super_attr(f: Frame, inst: Instr) -> None:
 def store_attr(f: Frame, inst: Instr) -> None:
     obj = f.pop()
     value = f.pop()
-    if isinstance(obj, NewObjectValue) and not isinstance(getattr(obj.cls, inst.argval, None), property):
-        obj.attrs[inst.argval] = value
-        return
-    raise Unsupported(f"assignment to attribute {inst.argval!r} of {obj.describe()}",
-                      "Mutating objects (including `self.x = ...` in forward) inside a compiled region "
-                      "is not supported yet; return the value instead.")
+    store_attribute(f.tx, obj, inst.argval, value)
 
 
 @handler("DELETE_ATTR")
 def delete_attr(f: Frame, inst: Instr) -> None:
-    obj = f.pop()
-    if isinstance(obj, NewObjectValue) and inst.argval in obj.attrs:
-        del obj.attrs[inst.argval]
-        return
-    raise Unsupported(f"deleting attribute {inst.argval!r} of {obj.describe()}")
+    delete_attribute(f.tx, f.pop(), inst.argval)
 
 
 # -- imports ---------------------------------------------------------------------------------------------

@@ -19,11 +19,16 @@ if TYPE_CHECKING:
 
 
 class OutputBuilder:
+    """One per captured graph.  Side effects are planned first (``effects``, see side_effects.py),
+    so their objects take the first pass-through slots and their tensors the first outputs."""
+
     def __init__(self, tx: "Tracer"):
         self.tx = tx
         self.outputs: list[TensorValue] = []
         self._index: dict[torch.fx.Node, int] = {}
         self.passthrough: list[Source] = []
+        self.effects = tx.side_effects.build(tx, self)
+        tx.gb.effects = self.effects               # GraphBuilder.finish puts it in gm.meta
 
     def spec(self, v: Value) -> tuple:
         v = self.tx.resolve(v)

@@ -77,10 +77,10 @@ def _seq_items(v: Value) -> list[Value] | None:
     return None
 
 
-def _check_mutable(v: Value, what: str) -> None:
+def note_mutation(tx: "Tracer", v: Value) -> None:
+    """``v`` (a list or dict) is about to change: a side effect if it came from outside the frame."""
     if v.source is not None:
-        raise Unsupported(f"{what} on a {v.describe()} that came from outside the frame ({v.source.name()})",
-                          "Mutating inputs' containers is not supported yet; build a new container instead.")
+        tx.side_effects.mutated(v)
 
 
 def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
@@ -89,7 +89,7 @@ def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
     ca, va = as_constant(a)
     cb, vb = as_constant(b)
     if isinstance(a, ListValue) and op is operator.iadd:
-        _check_mutable(a, "list +=")
+        note_mutation(tx, a)
         a.items.extend(items_of(tx, b))
         return a
     if ca and cb and not isinstance(a, ListValue) and not isinstance(b, ListValue):
@@ -258,14 +258,14 @@ def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
     if not ok:
         raise Unsupported(f"item assignment on {container.describe()} with key {key.describe()}")
     if isinstance(container, ListValue):
-        _check_mutable(container, "item assignment")
+        note_mutation(tx, container)
         if isinstance(k, slice):
             container.items[k] = items_of(tx, value)
         else:
             container.items[k] = value
         return
     if isinstance(container, DictValue):
-        _check_mutable(container, "item assignment")
+        note_mutation(tx, container)
         container.items[k] = value
         return
     raise Unsupported(f"item assignment on {container.describe()}")
@@ -274,7 +274,7 @@ def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
 def delitem(tx: "Tracer", container: Value, key: Value) -> None:
     ok, k = as_constant(key)
     if ok and isinstance(container, (ListValue, DictValue)):
-        _check_mutable(container, "del")
+        note_mutation(tx, container)
         del container.items[k]
         return
     raise Unsupported(f"del on {container.describe()}")

@@ -68,6 +68,20 @@ class ClosureSource(Source):
 
 
 @dataclass(frozen=True)
+class ClosureCellSource(Source):
+    """The closure cell ``index`` itself (not its contents): the target of a ``nonlocal`` rebinding."""
+
+    var_name: str
+    index: int
+
+    def name(self) -> str:
+        return f"C[{self.var_name!r}].cell"
+
+    def fetch(self, frame_locals, frame_globals, builtins, closure):
+        return closure[self.index]
+
+
+@dataclass(frozen=True)
 class AttrSource(Source):
     base: Source
     attr: str

@@ -22,9 +22,10 @@ import torch
 from ..bytecode.instructions import Instr, decode
 from ..guards.build import GuardBuilder
 from . import rules
-from .exc import Unsupported
+from .exc import PythonError, Unsupported
 from .graph_builder import GraphBuilder
-from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, Source
+from .side_effects import DELETED, SideEffects
+from .sources import AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource, Source
 from .values import (
     NULL,
     CellValue,
@@ -63,11 +64,16 @@ class Globals:
         self.source_of = source_of
 
     def load(self, tx: "Tracer", name: str) -> Value:
+        stored = tx.side_effects.global_(self.f_globals, name)
+        if stored is not None:                            # assigned earlier in this trace
+            if stored is DELETED:
+                raise PythonError.of(NameError(f"name {name!r} is not defined"))
+            return stored
         if name in self.f_globals:
             return tx.wrap(self.f_globals[name], self.source_of(name))
         if name in self.f_builtins:
             return tx.wrap(self.f_builtins[name], None)   # builtins are not guarded
-        raise Unsupported(f"name {name!r} is not defined", "The same code raises NameError in eager mode.")
+        raise PythonError.of(NameError(f"name {name!r} is not defined"))
 
 
 class Frame:
@@ -127,7 +133,12 @@ class Frame:
         if h is None:
             raise Unsupported(f"unsupported bytecode {inst.opname}",
                               "This Python construct is not supported inside a compiled region yet.")
-        h(self, inst)
+        try:
+            h(self, inst)
+        except PythonError as e:                  # try/except inside the traced code
+            from .exceptions import handle_exception
+            if not handle_exception(self, inst, e):
+                raise
 
     def run(self) -> Value:
         try:
@@ -153,6 +164,9 @@ class Tracer:
         self.inference_mode = torch.is_inference_mode_enabled()
         self.depth = 0
         self._decoded: dict[types.CodeType, list[Instr]] = {}
+        self.side_effects = SideEffects()               # changes to state from outside the frame
+        self.handled_exception: Value | None = None     # what `except` is handling (sys.exc_info)
+        self._cells: dict[int, tuple[Any, CellValue]] = {}   # id(real cell) -> (cell, its value)
 
     def decoded(self, code: types.CodeType) -> list[Instr]:
         instrs = self._decoded.get(code)
@@ -162,6 +176,16 @@ class Tracer:
 
     def wrap(self, obj: Any, source: Source | None, covered: bool = False) -> Value:
         return wrap(self, obj, source, covered)
+
+    def external_cell(self, cell, source: Source | None, cell_source: Source | None) -> CellValue:
+        """The one CellValue of a real closure cell (a rebinding is seen by every later reader)."""
+        known = self._cells.get(id(cell))
+        if known is not None:
+            return known[1]
+        v = _external_cell(cell, source)
+        self._cells[id(cell)] = (cell, v)
+        v.real_cell, v.cell_source = cell, cell_source
+        return v
 
     def resolve(self, v: Value) -> Value:
         if isinstance(v, LazyValue):
@@ -180,7 +204,7 @@ class Tracer:
         cells: dict[str, CellValue] = {}
         for i, name in enumerate(code.co_freevars):
             cell = fs.closure[i] if fs.closure else None
-            cells[name] = _external_cell(cell, ClosureSource(name, i))
+            cells[name] = self.external_cell(cell, ClosureSource(name, i), ClosureCellSource(name, i))
         globals_ = Globals(fs.f_globals, fs.f_builtins, GlobalSource)
         return Frame(self, code, f_locals, cells, globals_)
 
@@ -196,7 +220,8 @@ class Tracer:
             kwdefaults = {k: self.wrap(d, _sub(dsrc, "__kwdefaults__", k), fn.covered)
                           for k, d in (f.__kwdefaults__ or {}).items()}
             # the compiler's __class__ cell (zero-argument super) never changes: no guard
-            cells = {name: _external_cell(c, None if name == "__class__" else _closure_source(fn.source, i))
+            cells = {name: self.external_cell(c, None if name == "__class__" else _closure_source(fn.source, i),
+                                              _cell_source(fn.source, i))
                      for i, (name, c) in enumerate(zip(code.co_freevars, f.__closure__ or ()))}
             globals_ = self._function_globals(f, fn.source)
         elif isinstance(fn, NestedFunctionValue):
@@ -245,6 +270,10 @@ def _closure_source(fn_source: Source | None, i: int) -> Source | None:
     if fn_source is None:
         return None
     return AttrSource(ItemSource(AttrSource(fn_source, "__closure__"), i), "cell_contents")
+
+
+def _cell_source(fn_source: Source | None, i: int) -> Source | None:
+    return None if fn_source is None else ItemSource(AttrSource(fn_source, "__closure__"), i)
 
 
 def _external_cell(cell, source: Source | None) -> CellValue:

@@ -190,10 +190,13 @@ class FunctionValue(Value):
 
 @dataclass(eq=False)
 class CellValue(Value):
-    """A closure cell.  ``external`` cells belong to a real function's closure (read-only here)."""
+    """A closure cell.  ``external`` cells belong to a real function's closure: ``real_cell`` is
+    that cell and ``cell_source`` reaches it (a rebinding is a side effect applied after the graph)."""
 
     contents: Value | None = None
     external: bool = False
+    real_cell: Any = None
+    cell_source: Source | None = None
 
 
 @dataclass(eq=False)

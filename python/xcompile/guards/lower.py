@@ -7,7 +7,8 @@ Slots: ``[0, n_inputs)`` are the graph's inputs, then one slot per pass-through 
 from __future__ import annotations
 
 from .. import _C
-from ..frontend.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from ..frontend.sources import (AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource,
+                                LocalSource, Source)
 from . import spec
 
 
@@ -26,6 +27,8 @@ class _Lowering:
             n = self.root.global_(src.global_name)
         elif isinstance(src, ClosureSource):
             n = self.root.closure(src.index, src.var_name)
+        elif isinstance(src, ClosureCellSource):
+            n = self.root.closure_cell(src.index, src.var_name)
         elif isinstance(src, AttrSource):
             n = self.node(src.base).attr(src.attr)
         elif isinstance(src, ItemSource):

@@ -1,0 +1,323 @@
+"""Side effects on state that existed before the call: recorded while tracing, applied after the
+graph runs.
+
+While tracing, mutations never touch real objects.  The interpreter works on its own view
+(``ListValue.items``, ``DictValue.items``, the attribute / global / cell overlays here) and tells
+``SideEffects`` which pre-existing object it changed:
+
+    mutated(v)                   a list or dict from outside the frame (append, setitem, pop...)
+    store_attr(obj, name, v)     ``obj.name = v`` / ``del obj.name`` (plain objects, nn.Modules)
+    store_global(g, name, v)     ``global name; name = v`` / ``del name``
+    store_cell(cell, v)          ``nonlocal name; name = v`` for a cell of a function outside the trace
+
+At the end of the trace ``build(out)`` turns the final state of every changed object into an
+``EffectPlan``: tensors become extra graph outputs, objects from outside the frame (the targets,
+and values stored into them) become *effect slots* that the guard tree fetches like graph inputs,
+containers and objects made in the frame are rebuilt.  ``EffectPlan.apply(outputs, objects)``
+then replays, in the order the objects were first changed:
+
+    list       lst[:] = final items            dict     d.clear(); d.update(final items)
+    object     setattr / delattr per attribute  global   g[name] = v / del g[name]
+    cell       cell.cell_contents = v
+
+The final state, not every intermediate step, is written: what the program leaves behind is the
+same, and each object is written once.  The objects of slot k are ``passthrough_sources[k]`` of
+the captured graph (effect slots come first there).  Whole-frame entries call the graph through
+``wrap_compiled`` (only when there are effects; every other entry keeps the direct fast path);
+the replacement code of a frame with graph breaks calls ``EffectPlan.apply`` itself.
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import torch
+
+from .exc import Unsupported
+from .sources import Source
+from .values import (
+    CellValue,
+    ConstantValue,
+    DictValue,
+    LazyValue,
+    ListValue,
+    NewObjectValue,
+    SetValue,
+    TensorValue,
+    TupleValue,
+    Value,
+    real_object,
+)
+
+if TYPE_CHECKING:
+    from .output import OutputBuilder
+    from .tracer import Tracer
+
+
+class _Deleted:
+    def __repr__(self) -> str:
+        return "<deleted>"
+
+
+DELETED = _Deleted()        # an attribute / global / cell deleted by the traced code
+
+
+@dataclass(eq=False)
+class _Target:
+    kind: str                          # "list" | "dict" | "attrs" | "global" | "cell"
+    value: Any                         # ListValue / DictValue / the object's value / (dict, name) / CellValue
+    where: Source | Any                # how to reach the real object: a source, or the object itself
+    attrs: dict[str, Any] = field(default_factory=dict)   # "attrs": name -> Value | DELETED
+
+
+class SideEffects:
+    def __init__(self) -> None:
+        self._targets: dict[Any, _Target] = {}            # key -> target, in first-change order
+        self._globals: dict[tuple[int, str], Any] = {}    # (id(globals dict), name) -> Value | DELETED
+        self._keepalive: list[Any] = []
+
+    def __bool__(self) -> bool:
+        return bool(self._targets)
+
+    def describe(self) -> list[str]:
+        return [_describe(t) for t in self._targets.values()]
+
+    # -- recording ---------------------------------------------------------------------------------
+    def mutated(self, v: Value) -> None:
+        """A list or dict that came from outside the frame is about to change."""
+        if v.source is None:
+            return
+        key = ("container", id(v))
+        if key not in self._targets:
+            kind = "list" if isinstance(v, ListValue) else "dict"
+            self._targets[key] = _Target(kind, v, v.source)
+
+    def store_attr(self, obj_v: Value, obj: Any, name: str, value: Any) -> None:
+        """``obj.name = value`` (``value`` may be DELETED) on a real object from outside the frame."""
+        key = ("attrs", id(obj))
+        t = self._targets.get(key)
+        if t is None:
+            where = obj_v.source if obj_v.source is not None else obj
+            t = self._targets[key] = _Target("attrs", obj_v, where)
+            self._keepalive.append(obj)
+        t.attrs.pop(name, None)                           # re-stored names move to the end
+        t.attrs[name] = value
+
+    def attr(self, obj: Any, name: str) -> Any:
+        """The traced value of ``obj.name`` if the trace stored it (DELETED if deleted), else None."""
+        t = self._targets.get(("attrs", id(obj)))
+        return None if t is None else t.attrs.get(name)
+
+    def stored_attrs(self, obj: Any) -> dict[str, Any]:
+        t = self._targets.get(("attrs", id(obj)))
+        return {} if t is None else t.attrs
+
+    def store_global(self, f_globals: dict, name: str, value: Any) -> None:
+        key = ("global", id(f_globals), name)
+        self._targets.pop(key, None)
+        self._targets[key] = _Target("global", value, f_globals, {"name": name})
+        self._globals[(id(f_globals), name)] = value
+        self._keepalive.append(f_globals)
+
+    def global_(self, f_globals: dict, name: str) -> Any:
+        """The traced value of a global the trace stored (DELETED if deleted), else None."""
+        return self._globals.get((id(f_globals), name))
+
+    def store_cell(self, cell_v: CellValue, where: Source | Any) -> None:
+        """A cell of a function outside the trace is rebound (its CellValue holds the new value)."""
+        key = ("cell", id(cell_v))
+        if key not in self._targets:
+            self._targets[key] = _Target("cell", cell_v, where)
+
+    # -- building the plan ----------------------------------------------------------------------------
+    def build(self, tx: "Tracer", out: "OutputBuilder") -> "EffectPlan | None":
+        """Must run before the return value's spec: effect slots take the first pass-through slots."""
+        if not self._targets:
+            return None
+        b = _SpecBuilder(tx, out)
+        steps = [b.target(t) for t in self._targets.values()]
+        return EffectPlan(steps, len(out.passthrough), self.describe())
+
+
+def _describe(t: _Target) -> str:
+    where = t.where.name() if isinstance(t.where, Source) else f"<{type(t.where).__name__}>"
+    if t.kind == "attrs":
+        return f"{where}: set attributes {', '.join(t.attrs)}"
+    if t.kind == "global":
+        return f"global {t.attrs['name']}"
+    return f"{where}: {t.kind} contents"
+
+
+# -- value specs (the same nesting as the output spec, plus rebuilt objects) ----------------------------
+#   ("out", i) | ("slot", k) | ("const", v) | ("tuple"/"list"/"set", id, [specs])
+#   | ("namedtuple", id, cls, [specs]) | ("dict", id, [keys], [specs]) | ("object", id, cls, {name: spec})
+# ``id`` makes one value built in the frame one object per apply, however often it is stored.
+
+class _SpecBuilder:
+    def __init__(self, tx: "Tracer", out: "OutputBuilder"):
+        self.tx = tx
+        self.out = out
+
+    def slot(self, src: Source) -> tuple:
+        kind, k = self.out._passthrough(src)
+        assert kind == "source"
+        return ("slot", k)
+
+    def where(self, where: Source | Any) -> tuple:
+        return self.slot(where) if isinstance(where, Source) else ("const", where)
+
+    def target(self, t: _Target) -> tuple:
+        if t.kind == "list":
+            return ("list", self.where(t.where), [self.value(i) for i in t.value.items])
+        if t.kind == "dict":
+            items = t.value.items
+            return ("dict", self.where(t.where), list(items), [self.value(i) for i in items.values()])
+        if t.kind == "attrs":
+            return ("attrs", self.where(t.where),
+                    [(n, None if v is DELETED else self.value(v)) for n, v in t.attrs.items()])
+        if t.kind == "global":
+            v = t.value
+            return ("global", t.where, t.attrs["name"], None if v is DELETED else self.value(v))
+        if t.kind == "cell":
+            c = t.value.contents
+            return ("cell", self.where(t.where), None if c is None else self.value(c))
+        raise AssertionError(t.kind)
+
+    def value(self, v: Any) -> tuple:
+        if isinstance(v, LazyValue):                    # never looked at: the object as it was
+            return self.slot(v.source) if v.source is not None else ("const", v.obj)
+        v = self.tx.resolve(v)
+        if isinstance(v, TensorValue):
+            if v.source is not None and v.node.op in ("placeholder", "get_attr"):
+                return self.slot(v.source)              # the input object itself, not a copy
+            return self.out.spec(v)
+        if isinstance(v, ConstantValue):
+            return ("const", v.value)
+        if v.source is not None:
+            return self.slot(v.source)
+        if isinstance(v, TupleValue):
+            parts = [self.value(i) for i in v.items]
+            if v.cls is tuple:
+                return ("tuple", id(v), parts)
+            return ("namedtuple", id(v), v.cls, parts)
+        if isinstance(v, ListValue):
+            return ("list", id(v), [self.value(i) for i in v.items])
+        if isinstance(v, SetValue):
+            return ("set", id(v), [self.value(i) for i in v.items])
+        if isinstance(v, DictValue):
+            return ("dict", id(v), list(v.items), [self.value(i) for i in v.items.values()])
+        if isinstance(v, NewObjectValue):
+            return ("object", id(v), v.cls, {n: self.value(a) for n, a in v.attrs.items()})
+        obj = real_object(v)
+        if obj is not None:
+            return ("const", obj)
+        raise Unsupported(f"storing {v.describe()} into state that outlives the call",
+                          "Store tensors, constants, containers of these, or objects from outside the frame.")
+
+
+# -- applying --------------------------------------------------------------------------------------------
+
+class EffectPlan:
+    """The recorded side effects of one trace, ready to apply after the graph ran."""
+
+    def __init__(self, steps: list[tuple], n_objects: int, described: list[str]):
+        self.steps = steps
+        self.n_objects = n_objects           # effect slots: passthrough_sources[:n_objects]
+        self.described = described
+
+    def __repr__(self) -> str:
+        return f"EffectPlan({'; '.join(self.described)})"
+
+    def apply(self, outputs, objects) -> None:
+        """Apply every effect. ``outputs``: the graph's outputs; ``objects``: the effect slots."""
+        memo: dict[int, Any] = {}
+
+        def val(spec):
+            kind = spec[0]
+            if kind == "out":
+                return outputs[spec[1]]
+            if kind == "slot":
+                return objects[spec[1]]
+            if kind == "const":
+                return spec[1]
+            key = spec[1]
+            if key in memo:
+                return memo[key]
+            if kind in ("tuple", "namedtuple"):
+                parts = [val(p) for p in spec[-1]]
+                r = tuple(parts) if kind == "tuple" else _make_namedtuple(spec[2], parts)
+            elif kind == "list":
+                r = memo[key] = []
+                r.extend(val(p) for p in spec[2])
+            elif kind == "set":
+                r = memo[key] = set()
+                r.update(val(p) for p in spec[2])
+            elif kind == "dict":
+                r = memo[key] = {}
+                r.update(zip(spec[2], [val(p) for p in spec[3]]))
+            elif kind == "object":
+                r = memo[key] = object.__new__(spec[2])
+                for n, p in spec[3].items():
+                    object.__setattr__(r, n, val(p))
+            else:  # pragma: no cover
+                raise AssertionError(kind)
+            memo[key] = r
+            return r
+
+        for step in self.steps:
+            kind = step[0]
+            if kind == "list":
+                target = val(step[1])
+                target[:] = [val(p) for p in step[2]]
+            elif kind == "dict":
+                target = val(step[1])
+                new = list(zip(step[2], [val(p) for p in step[3]]))
+                target.clear()
+                target.update(new)
+            elif kind == "attrs":
+                target = val(step[1])
+                for name, p in step[2]:
+                    if p is None:
+                        delattr(target, name)
+                    else:
+                        setattr(target, name, val(p))
+            elif kind == "global":
+                _, g, name, p = step
+                if p is None:
+                    g.pop(name, None)
+                else:
+                    g[name] = val(p)
+            elif kind == "cell":
+                cell = val(step[1])
+                if step[2] is None:
+                    del cell.cell_contents
+                else:
+                    cell.cell_contents = val(step[2])
+
+
+def _make_namedtuple(cls, parts):
+    return cls(parts) if hasattr(cls, "n_sequence_fields") else cls(*parts)
+
+
+def wrap_compiled(compiled: Callable, plan: EffectPlan, n_tensors: int) -> Callable:
+    """The graph entry's callable for a graph with side effects: called with
+    ``(*graph_inputs, *effect_objects)``, runs the graph, applies the effects, returns the outputs."""
+    def run_and_apply(*args):
+        outs = compiled(*args[:n_tensors])
+        plan.apply(outs, args[n_tensors:])
+        return outs
+    run_and_apply.__qualname__ = f"side_effects({getattr(compiled, '__qualname__', 'graph')})"
+    run_and_apply.effect_plan = plan
+    return run_and_apply
+
+
+def with_side_effects(captured, compiled: Callable, n_inputs: int) -> tuple[Callable, int]:
+    """(callable, number of slots it takes) for ``CacheEntry.graph``: unchanged without effects."""
+    plan = getattr(captured, "side_effects", None)
+    if plan is None:
+        return compiled, n_inputs
+    return wrap_compiled(compiled, plan, n_inputs), n_inputs + plan.n_objects
+
+
+__all__ = ["DELETED", "EffectPlan", "SideEffects", "with_side_effects", "wrap_compiled"]

@@ -1,0 +1,151 @@
+"""Writes to objects: ``obj.name = v`` and ``del obj.name`` on the values that allow it.
+
+    new object (made in the frame)   its own attribute dict (``NewObjectValue.attrs``)
+    object from outside the frame    recorded in ``tx.side_effects`` (read back from there by
+                                     ``attrs.py``), applied with setattr after the graph
+    nn.Module                        the same; nn.Module.__setattr__ routes it when applied
+    property with a setter           the setter is inlined
+    user __setattr__                 inlined (``object.__setattr__`` inside it records the store)
+
+Objects whose class has other data descriptors (``__slots__``, C-level getsets) or a C-level
+``__setattr__`` are Unsupported.
+"""
+from __future__ import annotations
+
+import types
+from typing import TYPE_CHECKING
+
+import torch
+
+from .attrs import _MISSING, AttrMissing, load_attr, mro_lookup
+from .exc import PythonError, Unsupported
+from .side_effects import DELETED
+from .values import (
+    ClassValue,
+    ConstantValue,
+    FunctionValue,
+    ModuleValue,
+    NewObjectValue,
+    TensorValue,
+    UserObjectValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+_PLAIN_SETATTR = (object.__setattr__, torch.nn.Module.__setattr__)
+
+
+def _setter(tx: "Tracer", cls: type, name: str, obj_v: Value, value: Value | None) -> bool:
+    """Run a class-level data descriptor's setter/deleter; False when there is none."""
+    idx, raw = mro_lookup(cls, name)
+    if raw is _MISSING:
+        return False
+    if isinstance(raw, property):
+        fn = raw.fset if value is not None else raw.fdel
+        if fn is None:
+            raise PythonError.of(AttributeError(f"property {name!r} of {cls.__name__!r} object has no "
+                                                f"{'setter' if value is not None else 'deleter'}"))
+        args = [obj_v, value] if value is not None else [obj_v]
+        tx.inline_call(None, FunctionValue(fn), args, {})
+        return True
+    if hasattr(type(raw), "__set__") or hasattr(type(raw), "__delete__"):
+        raise Unsupported(f"assignment to {name!r} of {obj_v.describe()}, a {type(raw).__name__} descriptor",
+                          "Only plain attributes and properties can be assigned inside a compiled region.")
+    return False
+
+
+def _user_setattr(cls: type):
+    """The class's __setattr__ when it is a Python function (to inline), else None."""
+    idx, raw = mro_lookup(cls, "__setattr__")
+    return raw if isinstance(raw, types.FunctionType) else None
+
+
+def store_attribute(tx: "Tracer", obj: Value, name: str, value: Value) -> None:
+    """``obj.name = value``."""
+    _write(tx, obj, name, value)
+
+
+def delete_attribute(tx: "Tracer", obj: Value, name: str) -> None:
+    """``del obj.name``: AttributeError (catchable) when it does not exist."""
+    try:
+        load_attr(tx, obj, name)
+    except AttrMissing:
+        raise PythonError.of(AttributeError(name)) from None
+    _write(tx, obj, name, None)
+
+
+def _write(tx: "Tracer", obj: Value, name: str, value: Value | None) -> None:
+    if isinstance(obj, NewObjectValue):
+        if not _setter(tx, obj.cls, name, obj, value):
+            if value is None:
+                obj.attrs.pop(name, None)
+            else:
+                obj.attrs[name] = value
+        return
+    if isinstance(obj, (UserObjectValue, ModuleValue)):
+        real = obj.obj if isinstance(obj, UserObjectValue) else obj.module
+        cls = type(real)
+        custom = _user_setattr(cls) if value is not None else None
+        if custom is not None and custom not in _PLAIN_SETATTR:
+            tx.inline_call(None, FunctionValue(custom), [obj, ConstantValue(name), value], {})
+            return
+        if cls.__setattr__ not in _PLAIN_SETATTR:
+            raise Unsupported(f"assignment to attribute {name!r} of {obj.describe()}, whose class has "
+                              f"a builtin __setattr__")
+        if isinstance(real, (type, types.ModuleType)):
+            raise Unsupported(f"assignment to attribute {name!r} of {obj.describe()}")
+        if _setter(tx, cls, name, obj, value):
+            return
+        if obj.source is None and not isinstance(real, BaseException):
+            raise Unsupported(f"assignment to attribute {name!r} of {obj.describe()} reached through "
+                              "library code", "Only objects reached from the frame's arguments, globals "
+                              "and closures can be changed inside a compiled region.")
+        if isinstance(real, BaseException):            # exceptions are made in the frame
+            if value is None:
+                delattr(real, name)
+            else:
+                ok, c = _constant(value)
+                if not ok:
+                    raise Unsupported(f"storing {value.describe()} on an exception")
+                setattr(real, name, c)
+            return
+        if isinstance(real, torch.nn.Module) and value is not None:
+            _check_module_assignment(real, name, value)
+        tx.side_effects.store_attr(obj, real, name, DELETED if value is None else value)
+        return
+    if isinstance(obj, ClassValue):
+        raise Unsupported(f"assignment to class attribute {obj.cls.__qualname__}.{name}",
+                          "Changing classes inside a compiled region is not supported.")
+    raise Unsupported(f"assignment to attribute {name!r} of {obj.describe()}",
+                      "Only plain objects, nn.Modules and objects made in the frame can be changed.")
+
+
+def _check_module_assignment(m: torch.nn.Module, name: str, value: Value) -> None:
+    """The TypeErrors nn.Module.__setattr__ raises, raised at trace time."""
+    is_none = isinstance(value, ConstantValue) and value.value is None
+    if name in m._modules and not isinstance(value, ModuleValue) and not is_none:
+        raise PythonError.of(TypeError(f"cannot assign {value.describe()} as child module {name!r} "
+                                       "(torch.nn.Module or None expected)"))
+    if name in m._parameters and not is_none and not (
+            isinstance(value, TensorValue) and value.cls is torch.nn.Parameter):
+        raise PythonError.of(TypeError(f"cannot assign {value.describe()} as parameter {name!r} "
+                                       "(torch.nn.Parameter or None expected)"))
+
+
+def _constant(v: Value):
+    from .pyops import as_constant
+    return as_constant(v)
+
+
+def stored_attribute(tx: "Tracer", real: object, name: str) -> Value | None:
+    """What the trace stored in ``real.name`` (None: nothing; AttrMissing raised when deleted)."""
+    v = tx.side_effects.attr(real, name)
+    if v is DELETED:
+        raise AttrMissing(f"{type(real).__name__} object has no attribute {name!r}",
+                          "The attribute was deleted earlier in the traced code.")
+    return v
+
+
+__all__ = ["delete_attribute", "store_attribute", "stored_attribute"]
