@@ -36,13 +36,40 @@ class NoAliasing final : public RootLeaf {
   std::vector<int> slots_;
 };
 
+class SameObject final : public RootLeaf {
+ public:
+  SameObject(std::vector<int> slots, std::string desc)
+      : RootLeaf(std::move(desc)), slots_(std::move(slots)) {}
+  bool needs_slots() const override { return true; }
+  bool check(PyObject* const* slots) override {
+    PyObject* first = slots[slots_[0]];
+    for (int k : slots_) {
+      if (slots[k] != first || first == nullptr) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<int> slots_;
+};
+
+void check_slots(const std::vector<int>& slots, int n_slots, const char* what) {
+  for (int k : slots) {
+    if (k < 0 || k >= n_slots) throw std::out_of_range(std::string(what) + ": slot out of range");
+  }
+}
+
 }  // namespace
 
 std::unique_ptr<RootLeaf> make_no_aliasing(std::vector<int> slots, int n_slots, std::string desc) {
-  for (int k : slots) {
-    if (k < 0 || k >= n_slots) throw std::out_of_range("no_aliasing: slot out of range");
-  }
+  check_slots(slots, n_slots, "no_aliasing");
   return std::make_unique<NoAliasing>(std::move(slots), std::move(desc));
+}
+
+std::unique_ptr<RootLeaf> make_same_object(std::vector<int> slots, int n_slots, std::string desc) {
+  check_slots(slots, n_slots, "same_object");
+  if (slots.empty()) throw std::invalid_argument("same_object: needs at least one slot");
+  return std::make_unique<SameObject>(std::move(slots), std::move(desc));
 }
 
 // ---- GuardNode ------------------------------------------------------------------------------

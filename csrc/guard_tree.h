@@ -8,7 +8,7 @@
 //   │   ├─ leaves     Leaf*      checks on the value (guard_leaves.h); last failed first
 //   │   ├─ children   GuardNode  attr / item edges, memoized by key
 //   │   └─ slots      value is stored into slots[k] when the whole tree passes
-//   └─ post leaves  RootLeaf*   checks over the filled slots (no aliasing)
+//   └─ post leaves  RootLeaf*   checks over the filled slots (no aliasing, same object)
 //
 // Ownership: the root owns its children (shared_ptr, so Python handles to nodes stay valid), a
 // node owns its accessor, leaves and children. Leaves own strong refs to whatever they compare
@@ -138,6 +138,8 @@ class RootGuard {
 
 // Pairwise-distinct objects in the given slots (identity).
 std::unique_ptr<RootLeaf> make_no_aliasing(std::vector<int> slots, int n_slots, std::string desc);
+// All given slots hold the very same object (an input that was passed twice at trace time).
+std::unique_ptr<RootLeaf> make_same_object(std::vector<int> slots, int n_slots, std::string desc);
 
 // A stack buffer of n strong-reference slots (all NULL), released on destruction.
 class SlotBuffer {

@@ -132,6 +132,11 @@ PYBIND11_MODULE(_C, m) {
              r.add_root_leaf(make_no_aliasing(std::move(slots), r.n_slots(), std::move(desc)));
            },
            py::arg("slots"), py::arg("desc"))
+      .def("add_same_object",
+           [](RootGuard& r, std::vector<int> slots, std::string desc) {
+             r.add_root_leaf(make_same_object(std::move(slots), r.n_slots(), std::move(desc)));
+           },
+           py::arg("slots"), py::arg("desc"))
       .def("add_global_state",
            [](RootGuard& r, std::string desc) { r.add_root_leaf(make_global_state(std::move(desc))); },
            py::arg("desc"))

@@ -201,6 +201,21 @@ def test_no_aliasing():
     assert check(root, a, b, c)
 
 
+def test_same_object():
+    root = C.RootGuard(2)
+    root.local(0, "a").set_slot(0)
+    root.local(1, "b").set_slot(1)
+    root.add_same_object([0, 1], "SAME: L['a'] is L['b']")
+    x = torch.ones(1)
+    assert check(root, x, x)
+    assert not check(root, x, torch.ones(1))
+    assert root.last_failure() == "SAME: L['a'] is L['b']"
+    with pytest.raises(ValueError):
+        root.add_same_object([], "empty")
+    with pytest.raises((IndexError, ValueError)):
+        root.add_same_object([0, 2], "bad")
+
+
 @pytest.mark.parametrize("context", [
     pytest.param(torch.no_grad, id="no_grad"),
     pytest.param(torch.inference_mode, id="inference_mode"),
