@@ -9,6 +9,14 @@ from .api import (  # noqa: F401
     reset,
     run,
 )
+from .api_tracing import (  # noqa: F401
+    allow_in_graph,
+    disallow_in_graph,
+    error_on_graph_break,
+    forbid_in_graph,
+    graph_break,
+    nonstrict_trace,
+)
 from .backends.registry import list_backends, register_backend  # noqa: F401
 from .log import set_logs  # noqa: F401
 

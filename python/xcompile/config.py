@@ -33,6 +33,9 @@ fail_on_cache_limit_hit: bool = False
 skip_file_prefixes: tuple = ()
 
 # -- frontend ------------------------------------------------------------------------------
+# A graph break (without fullgraph) raises instead of splitting the graph. Set for a scope by
+# xcompile.error_on_graph_break(flag); compilations start with the value current at the call.
+error_on_graph_break: bool = False
 # Capture Tensor.item()/.tolist() as graph ops instead of breaking (frontend-breadth issue).
 capture_scalar_outputs: bool = False
 # Frontend errors that are not Unsupported: re-raise (True) or fall back to eager with a warning.

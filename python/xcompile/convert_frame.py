@@ -71,16 +71,12 @@ class ConvertFrame:
             log.log("recompiles", "Recompiling function %s\n    triggered by the following guard failure(s):\n"
                     "    - %s", _where(code), reason or "(unknown)")
         frame = FrameState(code, f_locals, f_globals, f_builtins, closure)
-        from .frontend.convert import trace_frame
+        from .frontend import graph_break
 
         try:
-            captured = trace_frame(frame, fullgraph=self.fullgraph)
-        except Unsupported as e:
-            if self.fullgraph:
-                raise
-            log.log("graph_breaks", "Graph break in user code: frame %s runs eagerly\n%s", _where(code), e)
-            _C.set_code_state(code, SKIP)
-            return None
+            result = graph_break.capture(frame, fullgraph=self.fullgraph)
+        except Unsupported:
+            raise                                 # fullgraph=True or error_on_graph_break
         except Exception as e:
             if not config.suppress_errors:
                 raise
@@ -88,14 +84,44 @@ class ConvertFrame:
                           f"{type(e).__name__}: {e}", stacklevel=2)
             _C.set_code_state(code, SKIP)
             return None
-        return self._install(code, captured)
+        if isinstance(result, graph_break.WholeFrame):
+            return self._install(code, result.captured)
+        if isinstance(result, graph_break.BrokenFrame):
+            return self._install_broken(code, result)
+        _C.set_code_state(code, SKIP)             # EagerFrame: the frames it calls are still compiled
+        return None
 
     def _install(self, code, captured):
+        compiled = self._compile_graph(code, captured)
+        n_inputs = len(captured.input_sources)
+        guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
+        log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
+        compiled, n_call = with_side_effects(captured, compiled, n_inputs)   # mutations applied after it
+        entry = _C.CacheEntry.graph(guard, compiled, n_call, lower_output_spec(captured.output, n_inputs))
+        _C.cache_add(code, entry)
+        return entry
+
+    def _install_broken(self, code, broken):
+        """A frame with a graph break: the cache entry runs the replacement code (a runner)."""
+        compiled = self._compile_graph(code, broken.captured) if broken.has_graph else None
+        runner = broken.make_runner(compiled)
+        _C.set_code_state(runner.__code__, SKIP)
+        log.log("output_code", "REPLACEMENT CODE for %s (graph break at %s)\n%s", _where(code),
+                broken.record.where, broken.source_text)
+        guard = lower_guards(broken.captured.guards, [], [])
+        log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
+        entry = _C.CacheEntry.code(guard, runner)
+        _C.cache_add(code, entry)
+        return entry
+
+    def _compile_graph(self, code, captured):
         gm = captured.gm
         if config.verify:
             gm.graph.lint()
         log.log("graph_code", "TRACED GRAPH %s\n%s", _where(code), gm.print_readable(print_output=False)
                 if log.enabled("graph_code") else "")
+        for o in list(graph_break_observers()):
+            o.on_graph(code, gm, captured.guards)
         try:
             compiled = self.backend(gm, list(captured.example_inputs))
         except Exception as e:
@@ -110,13 +136,7 @@ class ConvertFrame:
                 self.backend_name,
                 f"the backend returned {type(compiled).__name__}, which is not callable "
                 "(a backend must return a callable that runs the graph)", code)
-        n_inputs = len(captured.input_sources)
-        guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
-        log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
-        compiled, n_call = with_side_effects(captured, compiled, n_inputs)   # mutations applied after it
-        entry = _C.CacheEntry.graph(guard, compiled, n_call, lower_output_spec(captured.output, n_inputs))
-        _C.cache_add(code, entry)
-        return entry
+        return compiled
 
     def _cache_limit_hit(self, code, reason):
         msg = (f"xcompile hit config.cache_size_limit ({config.cache_size_limit})\n"
@@ -130,6 +150,11 @@ class ConvertFrame:
             warnings.warn(msg, stacklevel=2)
         _C.set_code_state(code, NO_NEW)
         return None
+
+
+def graph_break_observers() -> list:
+    from .frontend.graph_break import observers
+    return observers
 
 
 class RunOnly:

@@ -178,10 +178,16 @@ def _object_method(tx: "Tracer", v: ObjectMethodValue, args, kwargs) -> Value:
     return call_object_method(tx, v, list(args), dict(kwargs))
 
 
+# Context values with their own enter/exit behaviour: value class -> (enter(tx, ctx), exit(tx, ctx)).
+CONTEXT_VALUES: dict[type, tuple[Callable[..., None], Callable[..., None]]] = {}
+
+
 def _context_exit(tx: "Tracer", v: ContextExitValue, args, kwargs) -> Value:
     ctx = v.ctx
     if isinstance(ctx, GradModeValue):
         switch_grad_mode(tx, ctx.exit_to)
+    elif type(ctx) in CONTEXT_VALUES:
+        CONTEXT_VALUES[type(ctx)][1](tx, ctx)
     return ConstantValue(None)
 
 

@@ -105,7 +105,7 @@ def end_for(f: Frame, inst: Instr) -> None:
 # -- with blocks --------------------------------------------------------------------------------------------
 @handler("BEFORE_WITH")
 def before_with(f: Frame, inst: Instr) -> None:
-    from .calls import switch_grad_mode
+    from .calls import CONTEXT_VALUES, switch_grad_mode
     ctx = f.pop()
     if isinstance(ctx, GradModeValue):
         if ctx.prev is None:                  # no_grad() / enable_grad(): switch on enter
@@ -113,6 +113,8 @@ def before_with(f: Frame, inst: Instr) -> None:
             switch_grad_mode(f.tx, ctx.enabled)
         else:                                 # set_grad_enabled(b): switched at the call already
             ctx.exit_to = ctx.prev
+    elif type(ctx) in CONTEXT_VALUES:
+        CONTEXT_VALUES[type(ctx)][0](f.tx, ctx)
     elif not isinstance(ctx, NoOpContextValue):
         raise Unsupported(f"`with` on {ctx.describe()}",
                           "Only torch.no_grad/enable_grad/set_grad_enabled contexts are supported yet.")
@@ -165,4 +167,4 @@ def end_send(f: Frame, inst: Instr) -> None:
 
 
 # raise, try/except/finally and `with` exits on an exception: frontend/exceptions.py
-from . import exceptions  # noqa: E402,F401  (registers those handlers)
+from . import exceptions, ops_match  # noqa: E402,F401  (registers those handlers; `match` statements)

@@ -21,7 +21,7 @@ import torch
 
 from ..bytecode.instructions import Instr, decode
 from ..guards.build import GuardBuilder
-from . import rules
+from . import rules, tracing_rules
 from .exc import PythonError, Unsupported
 from .graph_builder import GraphBuilder
 from .side_effects import DELETED, SideEffects
@@ -210,6 +210,9 @@ class Tracer:
 
     # -- inlining -----------------------------------------------------------------------------------
     def inline_call(self, parent: Frame, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+        replaced = tracing_rules.before_inline(self, fn, args, kwargs)   # disable(), allow_in_graph, ...
+        if replaced is not None:
+            return replaced
         if isinstance(fn, FunctionValue):
             f = fn.fn
             code = f.__code__

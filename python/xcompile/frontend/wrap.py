@@ -10,13 +10,14 @@ Objects without a source (read by trusted library code) get no guards.
 """
 from __future__ import annotations
 
+import collections
 import functools
 import types
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from . import rules
+from . import rules, tracing_rules
 from .exc import Unsupported
 from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, Source
 from .values import (
@@ -101,7 +102,10 @@ def _dict(tx, obj, source, covered) -> Value:
         tx.guards.sequence(source, obj, type_known=covered)
     items = {k: LazyValue(v, ItemSource(source, k) if source is not None else None, False)
              for k, v in obj.items()}
-    return DictValue(items, source=source, covered=covered)
+    factory = None
+    if isinstance(obj, collections.defaultdict) and obj.default_factory is not None:
+        factory = tx.wrap(obj.default_factory, AttrSource(source, "default_factory") if source else None, covered)
+    return DictValue(items, source=source, covered=covered, cls=type(obj), default_factory=factory)
 
 
 def _identity_guarded(make: Callable) -> Callable:
@@ -152,7 +156,7 @@ def _builtin_table():
 
 
 def _is_plain_dict(obj) -> bool:
-    return type(obj) in (dict,) or type(obj).__name__ == "OrderedDict" and isinstance(obj, dict)
+    return type(obj) in (dict, collections.OrderedDict, collections.defaultdict)
 
 
 _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
@@ -189,6 +193,9 @@ _MEMO_TYPES = (list, dict, torch.nn.Module)
 
 
 def wrap(tx: "Tracer", obj: Any, source: Source | None, covered: bool = False) -> Value:
+    special = tracing_rules.wrap_special(tx, obj, source, covered)   # marked objects, compiled fns
+    if special is not None:
+        return special
     memo_key = id(obj) if isinstance(obj, _MEMO_TYPES) else None
     if memo_key is not None and memo_key in tx.memo:
         return tx.memo[memo_key][1]

@@ -1,0 +1,366 @@
+"""The code a broken frame runs instead of its own: a generated Python function (the runner).
+
+For a frame with a graph break at instruction ``i`` the runner, called by the C++ cache with
+the frame's arguments (and its closure when the code has free variables), does what the
+original frame would have done, in this order::
+
+    def xcompile_runner_fn(a0, a1, closure):
+        outs = graph(a0, G['w'])                     # 1. the compiled prefix
+        side_effects(...)                            # 2. mutations the prefix recorded
+        v0 = [outs[0], a1]                           # 3. rebuild the live stack and locals
+        exit0 = enter(torch.no_grad())               #    (and re-enter active `with` blocks)
+        r = print(v0)                                # 4. the breaking instruction, eagerly
+        return resume(outs[1], r, a1)                # 5. the rest of the frame, compiled on
+                                                     #    its own first call
+``RunnerBuilder`` turns symbolic values back into Python expressions over the frame's
+arguments, the graph's outputs and constants (``expr``), then renders the source text
+(``XCOMPILE_LOGS=output_code`` prints it) and executes it once to make the function.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import itertools
+import keyword
+import math
+import sys
+import types
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .resume import CannotResume
+from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from .values import (
+    BoundMethodValue,
+    CellValue,
+    ConstantValue,
+    ContextExitValue,
+    DictValue,
+    DictViewValue,
+    GradModeValue,
+    IteratorValue,
+    LazyValue,
+    ListValue,
+    NestedFunctionValue,
+    NewObjectValue,
+    NoOpContextValue,
+    NullValue,
+    ObjectMethodValue,
+    PartialValue,
+    SetValue,
+    SuperValue,
+    TensorMethodValue,
+    TensorValue,
+    TupleValue,
+    Value,
+    real_object,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Frame, Tracer
+
+_LITERALS = (type(None), bool, int, str, bytes)
+_counter = itertools.count()
+
+
+def _make_function(code, globals_, defaults, closure, kwdefaults=None):
+    f = types.FunctionType(code, globals_, code.co_name, defaults, closure)
+    if kwdefaults:
+        f.__kwdefaults__ = kwdefaults
+    return f
+
+
+def _new_object(cls, attrs: dict):
+    obj = object.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+def _enter(ctx):
+    ctx.__enter__()
+    return ctx.__exit__
+
+
+class RunnerBuilder:
+    """Collects the runner's statements; ``expr(v)`` is the expression for a value."""
+
+    def __init__(self, tx: "Tracer", frame: "Frame"):
+        self.tx = tx
+        self.frame = frame
+        code = frame.code
+        self.code = code
+        self.n_args = (code.co_argcount + code.co_kwonlyargcount
+                       + bool(code.co_flags & 0x04) + bool(code.co_flags & 0x08))
+        self.params = [f"a{i}" for i in range(self.n_args)]
+        self.has_closure = bool(code.co_freevars)
+        self.ns: dict[str, Any] = {
+            "G": tx.frame_state.f_globals, "B": tx.frame_state.f_builtins, "torch": torch,
+            "make_function": _make_function, "new_object": _new_object, "enter": _enter,
+            "MethodType": types.MethodType, "CellType": types.CellType, "partial": functools.partial,
+            "sys": sys,
+        }
+        self.lines: list[str] = []
+        self.outputs: list[TensorValue] = []
+        self._out_index: dict[Any, int] = {}
+        self._memo: dict[int, str] = {}
+        self._keep: list[Any] = []
+        self._names = itertools.count()
+        self.exits: list[str] = []                # entered contexts' __exit__, outermost first
+
+    # -- names ---------------------------------------------------------------------------------------
+    def temp(self, prefix: str = "v") -> str:
+        return f"{prefix}{next(self._names)}"
+
+    def const(self, obj: Any, hint: str = "k") -> str:
+        if type(obj) in _LITERALS or (type(obj) is float and math.isfinite(obj)):
+            return repr(obj)
+        key = id(obj)
+        name = self._memo.get(key)
+        if name is None or self.ns.get(name) is not obj:
+            name = self.temp(hint)
+            self.ns[name] = obj
+            self._keep.append(obj)
+            self._memo[key] = name
+        return name
+
+    def emit(self, line: str) -> None:
+        self.lines.append(line)
+
+    def assign(self, expr: str, prefix: str = "v") -> str:
+        name = self.temp(prefix)
+        self.emit(f"{name} = {expr}")
+        return name
+
+    # -- sources -------------------------------------------------------------------------------------
+    def source(self, src: Source) -> str:
+        if isinstance(src, LocalSource):
+            if src.index >= self.n_args:
+                raise CannotResume(f"local {src.local_name!r} is not an argument of the frame")
+            return self.params[src.index]
+        if isinstance(src, GlobalSource):
+            table = "G" if src.global_name in self.tx.frame_state.f_globals else "B"
+            return f"{table}[{src.global_name!r}]"
+        if isinstance(src, ClosureSource):
+            return f"closure[{src.index}].cell_contents"
+        if isinstance(src, AttrSource):
+            base = self.source(src.base)
+            if src.attr.isidentifier() and not keyword.iskeyword(src.attr):
+                return f"{base}.{src.attr}"
+            return f"getattr({base}, {src.attr!r})"
+        if isinstance(src, ItemSource):
+            return f"{self.source(src.base)}[{self.const(src.key)}]"
+        raise CannotResume(f"cannot reload a value from source {src!r}")
+
+    # -- values --------------------------------------------------------------------------------------
+    def tensor_output(self, v: TensorValue) -> str:
+        i = self._out_index.get(v.node)
+        if i is None:
+            i = self._out_index[v.node] = len(self.outputs)
+            self.outputs.append(v)
+        return f"outs[{i}]"
+
+    def expr(self, v: Value) -> str:
+        """An expression (cheap to repeat) for the object ``v`` stands for."""
+        if isinstance(v, LazyValue):
+            return self.source(v.source) if v.source is not None else self.const(v.obj)
+        if isinstance(v, TensorValue):
+            op = v.node.op
+            if op == "placeholder":
+                return self.source(v.source)
+            if op == "get_attr":
+                if v.source is not None:
+                    return self.source(v.source)
+                return self.const(self.tx.gb.root[v.node.target], "t")
+            return self.tensor_output(v)
+        if isinstance(v, ConstantValue):
+            return self.const(v.value)
+        if isinstance(v, NullValue):
+            raise CannotResume("a NULL stack slot where a value is needed")
+        if v.source is not None and not isinstance(v, (GradModeValue, ContextExitValue)):
+            return self.source(v.source)
+        name = self._memo.get(id(v))
+        if name is not None:
+            return name
+        maker = _MAKERS.get(type(v))
+        if maker is not None:
+            name = maker(self, v)
+        else:
+            obj = real_object(v)
+            if obj is None:
+                raise CannotResume(f"cannot rebuild {v.describe()} after the graph")
+            return self.const(obj)
+        self._memo[id(v)] = name
+        self._keep.append(v)
+        return name
+
+    def cell(self, c: CellValue) -> str:
+        """The cell object for ``c``: the frame's own closure cells are reused, cells made in the
+        frame are made again (once) with their current contents."""
+        name = self._memo.get(id(c))
+        if name is not None:
+            return name
+        src = getattr(c.contents, "source", None)
+        if c.external:
+            if isinstance(src, ClosureSource):
+                return f"closure[{src.index}]"
+            if isinstance(src, AttrSource) and src.attr == "cell_contents":
+                return self.source(src.base)
+            raise CannotResume("a closure cell of a function outside the frame")
+        if c.contents is None:
+            name = self.assign("CellType()", "cell")
+        else:
+            name = self.assign(f"CellType({self.expr(c.contents)})", "cell")
+        self._memo[id(c)] = name
+        self._keep.append(c)
+        return name
+
+    # -- rendering -----------------------------------------------------------------------------------
+    @property
+    def runner_name(self) -> str:
+        name = "".join(c if c.isalnum() or c == "_" else "_" for c in self.code.co_name)
+        return f"xcompile_runner_{name}"
+
+    def render(self, body_tail: list[str], graph_call: str | None, side_effects: list[str]) -> str:
+        params = ", ".join(self.params + (["closure"] if self.has_closure else []))
+        fname = self.runner_name
+        head = [f"def {fname}({params}):"]
+        if graph_call:
+            head.append(f"    outs = {graph_call}")
+        body = side_effects + self.lines + body_tail
+        return "\n".join(head + ["    " + ln for ln in body]) + "\n"
+
+    def build(self, source_text: str) -> types.FunctionType:
+        filename = f"<xcompile runner {self.code.co_name} {next(_counter)}>"
+        exec(compile(source_text, filename, "exec"), self.ns)
+        fn = self.ns[self.runner_name]
+        fn.__xcompile_source__ = source_text
+        import linecache
+        linecache.cache[filename] = (len(source_text), None, source_text.splitlines(True), filename)
+        return fn
+
+
+# -- one maker per value class that is rebuilt (not reloaded) ------------------------------------------------
+def _tuple(b: RunnerBuilder, v: TupleValue) -> str:
+    items = [b.expr(i) for i in v.items]
+    if v.cls is tuple:
+        return b.assign("(" + "".join(f"{i}, " for i in items) + ")")
+    if hasattr(v.cls, "_fields"):
+        return b.assign(f"{b.const(v.cls)}({', '.join(items)})")
+    return b.assign(f"{b.const(v.cls)}(({''.join(f'{i}, ' for i in items)}))")
+
+
+def _list(b: RunnerBuilder, v: ListValue) -> str:
+    return b.assign(f"[{', '.join(b.expr(i) for i in v.items)}]")
+
+
+def _dict(b: RunnerBuilder, v: DictValue) -> str:
+    return b.assign("{" + ", ".join(f"{b.const(k)}: {b.expr(x)}" for k, x in v.items.items()) + "}")
+
+
+def _set(b: RunnerBuilder, v: SetValue) -> str:
+    return b.assign("{" + ", ".join(b.expr(i) for i in v.items) + "}" if v.items else "set()")
+
+
+def _iterator(b: RunnerBuilder, v: IteratorValue) -> str:
+    return b.assign(f"iter([{', '.join(b.expr(i) for i in v.items[v.pos:])}])")
+
+
+def _dict_view(b: RunnerBuilder, v: DictViewValue) -> str:
+    return b.assign(f"{b.expr(v.dict_value)}.{v.kind}()")
+
+
+def _bound_method(b: RunnerBuilder, v: BoundMethodValue) -> str:
+    return b.assign(f"MethodType({b.expr(v.func)}, {b.expr(v.self_value)})")
+
+
+def _tensor_method(b: RunnerBuilder, v: TensorMethodValue) -> str:
+    return b.assign(f"{b.expr(v.tensor)}.{v.name}")
+
+
+def _object_method(b: RunnerBuilder, v: ObjectMethodValue) -> str:
+    return b.assign(f"getattr({b.expr(v.obj)}, {v.name!r})")
+
+
+def _partial(b: RunnerBuilder, v: PartialValue) -> str:
+    args = [b.expr(a) for a in v.args]
+    kwargs = [f"{k}={b.expr(a)}" for k, a in v.kwargs.items()]
+    return b.assign(f"partial({', '.join([b.expr(v.func)] + args + kwargs)})")
+
+
+def _super(b: RunnerBuilder, v: SuperValue) -> str:
+    return b.assign(f"super({b.const(v.cls)}, {b.expr(v.obj)})")
+
+
+def _new_object_value(b: RunnerBuilder, v: NewObjectValue) -> str:
+    name = b.assign(f"new_object({b.const(v.cls)}, {{}})")
+    b._memo[id(v)] = name                       # attributes may refer back to the object
+    for k, x in v.attrs.items():
+        b.emit(f"{name}.__dict__[{k!r}] = {b.expr(x)}")
+    return name
+
+
+def _nested_function(b: RunnerBuilder, v: NestedFunctionValue) -> str:
+    fs = b.tx.frame_state
+    g = "G" if getattr(v.frame_globals, "f_globals", None) is fs.f_globals else b.const(v.frame_globals.f_globals)
+    defaults = "(" + "".join(f"{b.expr(d)}, " for d in v.defaults) + ")" if v.defaults else "None"
+    closure = "(" + "".join(f"{b.cell(c)}, " for c in v.closure) + ")" if v.closure else "None"
+    kwd = "{" + ", ".join(f"{k!r}: {b.expr(d)}" for k, d in v.kwdefaults.items()) + "}" if v.kwdefaults else "None"
+    return b.assign(f"make_function({b.const(v.code)}, {g}, {defaults}, {closure}, {kwd})", "fn")
+
+
+def _grad_mode(b: RunnerBuilder, v: GradModeValue) -> str:
+    if v.prev is not None:                       # set_grad_enabled(b) switches when it is made
+        return b.assign(f"torch.set_grad_enabled({v.enabled})", "ctx")
+    return b.assign("torch.enable_grad()" if v.enabled else "torch.no_grad()", "ctx")
+
+
+def _noop_context(b: RunnerBuilder, v: NoOpContextValue) -> str:
+    return b.assign(b.const(contextlib.nullcontext) + "()", "ctx")
+
+
+def _context_exit(b: RunnerBuilder, v: ContextExitValue) -> str:
+    """An active `with` block: make its context again, enter it, and hand out ``__exit__``."""
+    ctx = v.ctx
+    if isinstance(ctx, GradModeValue) and ctx.prev is not None:
+        ctx_expr = b.assign(f"torch.set_grad_enabled({ctx.enabled})", "ctx")
+    elif isinstance(ctx, (GradModeValue, NoOpContextValue)):
+        ctx_expr = b.expr(ctx)
+    else:
+        obj = getattr(ctx, "obj", None)
+        maker = _CONTEXT_REMAKERS.get(type(ctx))
+        if maker is not None:
+            ctx_expr = maker(b, ctx)
+        elif obj is not None:
+            ctx_expr = b.const(obj)
+        else:
+            raise CannotResume(f"cannot re-enter {ctx.describe()} after the graph")
+    name = b.assign(f"enter({ctx_expr})", "exit")
+    b.exits.append(name)
+    return name
+
+
+_MAKERS = {
+    TupleValue: _tuple, ListValue: _list, DictValue: _dict, SetValue: _set, IteratorValue: _iterator,
+    DictViewValue: _dict_view, BoundMethodValue: _bound_method, TensorMethodValue: _tensor_method,
+    ObjectMethodValue: _object_method, PartialValue: _partial, SuperValue: _super,
+    NewObjectValue: _new_object_value, NestedFunctionValue: _nested_function, GradModeValue: _grad_mode,
+    NoOpContextValue: _noop_context, ContextExitValue: _context_exit,
+}
+# context value class -> function(builder, ctx) -> expression of a fresh context object
+_CONTEXT_REMAKERS: dict[type, Any] = {}
+
+
+def _remake_eogb(b: RunnerBuilder, ctx) -> str:
+    from ..api_tracing import ErrorOnGraphBreak
+    return b.assign(f"{b.const(ErrorOnGraphBreak)}({ctx.flag})", "ctx")
+
+
+def _register() -> None:
+    from .tracing_rules import ErrorOnGraphBreakValue
+    _CONTEXT_REMAKERS[ErrorOnGraphBreakValue] = _remake_eogb
+
+
+_register()
+
+__all__ = ["RunnerBuilder", "CannotResume"]

@@ -1,0 +1,376 @@
+"""Graph breaks: a frame the interpreter cannot capture whole is split where it stopped.
+
+    capture(frame, fullgraph) -> WholeFrame | BrokenFrame | EagerFrame
+
+1. Trace the frame. No ``Unsupported``: ``WholeFrame`` (one graph, as ``trace_frame``).
+2. ``Unsupported`` at top-frame instruction ``i`` (a break inside an inlined call stops the
+   top frame at its CALL): with ``fullgraph=True`` or ``error_on_graph_break`` on, that is the
+   user's error (re-raised with reason, hint and user stack). Otherwise the break is recorded
+   and logged (``XCOMPILE_LOGS=graph_breaks``).
+3. Trace again from the start and stop just before instruction ``i`` (the interpreter is
+   deterministic), so the stack, locals and graph are exactly the prefix's.
+4. ``BrokenFrame``: the prefix graph, whose outputs are the tensors still live, and the plan
+   of the replacement code (``codegen.RunnerBuilder``): run the graph, rebuild the stack and
+   locals, run instruction ``i`` eagerly, call the resume function(s) (``resume.py``).
+5. Where the frame cannot continue after ``i`` (inside a loop, a ``try`` block, an
+   instruction the runner cannot run, a value it cannot rebuild): ``EagerFrame``, the frame
+   runs eagerly and the frames it calls are still compiled.
+"""
+from __future__ import annotations
+
+import inspect
+import traceback
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .. import log
+from . import ops_binary, ops_build, ops_calls, ops_control, ops_load_store  # noqa: F401  (fill HANDLERS)
+from .capture import CapturedGraph, FrameState
+from .codegen import RunnerBuilder
+from .exc import Unsupported
+from .output import OutputBuilder
+from .resume import BreakKind, CannotResume, classify, resume_code, stub_code
+from .tracer import Frame, Tracer
+from .tracing_rules import error_on_graph_break_now
+from .values import ContextExitValue, GradModeValue, NullValue, Value
+
+_NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+# -- what a break looks like to users ---------------------------------------------------------------------
+@dataclass
+class BreakRecord:
+    """One graph break: reason, explanation, hint and the user's stack (outermost first)."""
+
+    reason: str
+    explanation: str | None
+    hint: str | None
+    user_stack: list[traceback.FrameSummary]
+    resumed: bool = True            # False: the frame runs eagerly from its start
+
+    @classmethod
+    def of(cls, e: Unsupported) -> "BreakRecord":
+        return cls(e.reason, e.explanation, e.hint, list(e.user_stack))
+
+    @property
+    def where(self) -> str:
+        if not self.user_stack:
+            return "<unknown>"
+        fs = self.user_stack[-1]
+        return f"{fs.filename}:{fs.lineno}"
+
+    def key(self) -> tuple:
+        return (self.where, self.reason)
+
+    def details(self) -> str:
+        lines = [f"Graph Break Reason: {self.reason}"]
+        if self.explanation:
+            lines.append(f"  Explanation: {self.explanation}")
+        if self.hint:
+            lines.append(f"  Hint: {self.hint}")
+        return "\n".join(lines)
+
+    def stack_text(self) -> str:
+        return "".join(traceback.format_list(self.user_stack)).rstrip("\n")
+
+    def log_text(self, duplicate: bool) -> str:
+        if duplicate:
+            return (f"Graph break (user stack suppressed due to duplicate graph break) in user code at "
+                    f"{self.where}\n{self.details()}\n")
+        return (f"Graph break in user code at {self.where}\n{self.details()}\n"
+                f"User code traceback:\n{self.stack_text()}\n")
+
+
+_seen_breaks: set[tuple] = set()
+# Observers (xcompile.explain, tests): objects with on_break(record) / on_graph(code, gm, guards).
+observers: list[Any] = []
+
+
+def report_break(record: BreakRecord) -> None:
+    key = record.key()
+    duplicate = key in _seen_breaks
+    _seen_breaks.add(key)
+    log.log("graph_breaks", "%s", record.log_text(duplicate))
+    for o in list(observers):
+        o.on_break(record)
+
+
+def reset_break_log() -> None:
+    _seen_breaks.clear()
+
+
+# -- results ------------------------------------------------------------------------------------------------
+@dataclass
+class WholeFrame:
+    captured: CapturedGraph
+
+
+@dataclass
+class EagerFrame:
+    record: BreakRecord
+    why: str
+
+
+@dataclass
+class BrokenFrame:
+    """The prefix graph and the replacement code that continues after the break."""
+
+    captured: CapturedGraph
+    record: BreakRecord
+    has_graph: bool
+    _finish: Callable[[Any], types.FunctionType] = field(repr=False)
+    source_text: str = ""
+
+    def make_runner(self, compiled_graph) -> types.FunctionType:
+        """The function the C++ cache entry calls with the frame's arguments (and closure)."""
+        return self._finish(compiled_graph)
+
+
+class _Stop(Exception):
+    def __init__(self, steps: int, index: int, error: Unsupported):
+        super().__init__(error.reason)
+        self.steps, self.index, self.error = steps, index, error
+
+
+def _run_top(frame: Frame, stop_after: int | None = None) -> None:
+    """Run the top frame (to the end, or for ``stop_after`` instructions)."""
+    steps, at = 0, frame.ip
+    try:
+        while not frame.done:
+            if steps == stop_after:
+                return
+            at = frame.ip
+            frame.step()
+            steps += 1
+    except Unsupported as e:
+        e.user_stack.insert(0, frame.user_frame())
+        raise _Stop(steps, at, e) from None
+
+
+def _whole(tracer: Tracer, result: Value) -> CapturedGraph:
+    out = OutputBuilder(tracer)
+    spec = out.spec(result)
+    gm = tracer.gb.finish(out.outputs)
+    return CapturedGraph(gm=gm, example_inputs=list(tracer.gb.example_inputs),
+                         input_sources=list(tracer.gb.input_sources), output=spec,
+                         guards=tracer.guards.build(), passthrough_sources=out.passthrough)
+
+
+def _new_tracer(fs: FrameState, fullgraph: bool) -> Tracer:
+    from .. import config
+    tracer = Tracer(fs, fullgraph=fullgraph)
+    tracer.eogb_stack = [bool(config.error_on_graph_break)]
+    return tracer
+
+
+def capture(fs: FrameState, *, fullgraph: bool = False) -> WholeFrame | BrokenFrame | EagerFrame:
+    """Trace one frame; split it at the first graph break (see the module docstring)."""
+    if fs.code.co_flags & _NOT_PLAIN:
+        e = Unsupported(f"compiling generator or coroutine {fs.code.co_name}",
+                        "Compile the code that consumes the generator instead.")
+        if fullgraph:
+            raise e
+        return EagerFrame(BreakRecord.of(e), "generator or coroutine frame")
+    tracer = _new_tracer(fs, fullgraph)
+    frame = tracer.top_frame()
+    try:
+        _run_top(frame)
+        assert frame.result is not None
+        return WholeFrame(_whole(tracer, frame.result))
+    except _Stop as s:
+        stop, err, flag = s, s.error, error_on_graph_break_now(tracer)
+    except Unsupported as e:                   # the return value cannot leave the graph
+        e.user_stack.insert(0, frame.user_frame())
+        if fullgraph or error_on_graph_break_now(tracer):
+            raise
+        record = BreakRecord.of(e)
+        record.resumed = False
+        report_break(record)
+        return EagerFrame(record, "the return value cannot be rebuilt")
+    if fullgraph or flag:
+        raise err
+    record = BreakRecord.of(err)
+    try:
+        broken = _split(fs, stop, record)
+    except CannotResume as why:
+        record.resumed = False
+        if why.args:
+            record.explanation = (record.explanation + " " if record.explanation else "") + \
+                f"(The frame runs eagerly: {why.args[0]}.)"
+        report_break(record)
+        return EagerFrame(record, str(why))
+    report_break(record)
+    return broken
+
+
+def _in_loop(instrs, index: int) -> bool:
+    return any(ins.target is not None and ins.target <= index < ins.index for ins in instrs)
+
+
+def _check_handlers(code: types.CodeType, index: int) -> None:
+    from ..bytecode.analysis import active_handlers, handler_kind
+    from ..bytecode.instr import disassemble
+    instrs = disassemble(code)
+    for entry in active_handlers(instrs, index):
+        kind = handler_kind(instrs, entry)
+        if kind not in ("with", "cleanup"):
+            raise CannotResume(f"the break is inside a {kind!r} block")
+
+
+def _split(fs: FrameState, stop: _Stop, record: BreakRecord) -> BrokenFrame:
+    code = fs.code
+    tracer = _new_tracer(fs, False)
+    frame = tracer.top_frame()
+    try:
+        _run_top(frame, stop_after=stop.steps)
+    except _Stop as again:                     # pragma: no cover - the interpreter is deterministic
+        raise CannotResume(f"tracing the prefix again failed: {again.error.reason}") from None
+    if frame.ip != stop.index or frame.done:
+        raise CannotResume("tracing the prefix again stopped somewhere else")  # pragma: no cover
+    instrs = tracer.decoded(code)
+    inst = instrs[stop.index]
+    if _in_loop(instrs, stop.index):
+        raise CannotResume("the break is inside a loop")
+    kind = classify(code, stop.index, inst.opname, inst.arg, inst.target, frame.kw_names)
+    _check_handlers(code, stop.index)
+    return _Plan(tracer, frame, kind, record).build()
+
+
+class _Plan:
+    """Builds the replacement code for one break (see codegen.py for its shape)."""
+
+    def __init__(self, tracer: Tracer, frame: Frame, kind: BreakKind, record: BreakRecord):
+        self.tx, self.frame, self.kind, self.record = tracer, frame, kind, record
+        self.b = RunnerBuilder(tracer, frame)
+        code = frame.code
+        for i, name in enumerate(code.co_freevars):     # the frame's own closure cells
+            cell = frame.cells.get(name)
+            if cell is not None:
+                self.b._memo[id(cell)] = f"closure[{i}]"
+
+    def build(self) -> BrokenFrame:
+        tx, frame, kind, b = self.tx, self.frame, self.kind, self.b
+        initial_grad = torch.is_grad_enabled()
+        final_grad = tx.gb.grad_enabled
+        stack = list(frame.stack)
+        below, operands = stack[:len(stack) - kind.pops], stack[len(stack) - kind.pops:]
+        for v in below:                                   # outer `with` blocks are entered first
+            if not isinstance(v, NullValue):
+                b.expr(v)
+        mode = initial_grad
+        for v in below:
+            if isinstance(v, ContextExitValue) and isinstance(v.ctx, GradModeValue):
+                mode = v.ctx.enabled
+        action, after = self._action(operands, below)
+        tails = self._resumes(after)
+        if mode != final_grad:
+            b.emit(f"torch._C._set_grad_enabled({final_grad})")
+        body = self._guarded(action) + tails
+        if tx.gb.grad_enabled != initial_grad:            # the graph leaves grad mode as it found it
+            from .calls import switch_grad_mode
+            switch_grad_mode(tx, initial_grad)
+        gm = tx.gb.finish(b.outputs)
+        has_graph = any(n.op in ("call_function", "call_method", "call_module")
+                        and n.target is not torch._C._set_grad_enabled for n in gm.graph.nodes)
+        inputs = [b.source(s) for s in tx.gb.input_sources]
+        graph_call = f"graph({', '.join(inputs)})" if has_graph else None
+        text = b.render(body, graph_call, self._side_effect_lines())
+        captured = CapturedGraph(gm=gm, example_inputs=list(tx.gb.example_inputs),
+                                 input_sources=list(tx.gb.input_sources),
+                                 output=("tuple", [("out", i) for i in range(len(b.outputs))]),
+                                 guards=tx.guards.build())
+
+        def finish(compiled):
+            b.ns["graph"] = compiled
+            return b.build(text)
+
+        return BrokenFrame(captured, self.record, has_graph, finish, text)
+
+    def _side_effect_lines(self) -> list[str]:
+        return []
+
+    # -- the breaking instruction ------------------------------------------------------------------------
+    def _action(self, operands: list[Value], below: list[Value]) -> tuple[list[str], list]:
+        """Lines that run the breaking instruction, and the stack after it (values, NULLs and
+        result expressions) for each resume point."""
+        kind, b, frame = self.kind, self.b, self.frame
+        if kind.kind == "call":
+            opname = self.tx.decoded(frame.code)[kind.index].opname
+            if opname == "CALL":
+                first, second, *args = operands
+                if isinstance(first, NullValue):
+                    callee, pos = second, args
+                else:
+                    callee, pos = first, [second, *args]
+                kw = frame.kw_names
+                kwargs = dict(zip(kw, pos[len(pos) - len(kw):])) if kw else {}
+                if kw:
+                    pos = pos[:len(pos) - len(kw)]
+                parts = [b.expr(a) for a in pos] + [f"{k}={b.expr(a)}" for k, a in kwargs.items()]
+                line = f"result = {b.expr(callee)}({', '.join(parts)})"
+            else:
+                null, fn, *rest = operands
+                if not isinstance(null, NullValue):
+                    raise CannotResume("CALL_FUNCTION_EX without a NULL below the callable")
+                star = f"*{b.expr(rest[0])}"
+                starstar = f", **{b.expr(rest[1])}" if len(rest) > 1 else ""
+                line = f"result = {b.expr(fn)}({star}{starstar})"
+            return [line], [below + ["result"]]
+        if kind.kind == "branch":
+            cond = operands[0]
+            lines = [f"cond = bool({b.expr(cond)})"]
+            return lines, [below + ([cond] if keep else []) for keep in kind.keep_condition_on]
+        nulls = tuple(p for p, v in enumerate(operands) if isinstance(v, NullValue))
+        stub = stub_code(frame.code, kind.index, nulls, len(operands), kind.pushes)
+        fn = b.const(types.FunctionType(stub, self.tx.frame_state.f_globals), "stub")
+        args = [b.expr(v) for v in operands if not isinstance(v, NullValue)]
+        line = f"result = {fn}({', '.join(args)})"
+        if kind.kind == "method":
+            return [line], [below + [NullValue(), "result[0]"]]
+        return [line], [below + [f"result[{k}]" for k in range(kind.pushes)]]
+
+    def _guarded(self, action: list[str]) -> list[str]:
+        """Inside `with` blocks the breaking instruction runs with their exits on error."""
+        exits = self.b.exits
+        if not exits:
+            return action
+        handler = [f"    {e}(*sys.exc_info())" for e in reversed(exits)]
+        return ["try:"] + [f"    {ln}" for ln in action] + ["except BaseException:"] + handler + ["    raise"]
+
+    # -- the resume calls ---------------------------------------------------------------------------------
+    def _resumes(self, afters: list[list]) -> list[str]:
+        calls = [self._resume_call(j, after) for j, after in zip(self.kind.resume_at, afters)]
+        if len(calls) == 1:
+            return [f"return {calls[0]}"]
+        return ["if cond:", f"    return {calls[0]}", f"return {calls[1]}"]
+
+    def _resume_call(self, index: int, after: list) -> str:
+        frame, b, code = self.frame, self.b, self.frame.code
+        nulls = frozenset(p for p, v in enumerate(after) if isinstance(v, NullValue))
+        bound = {n for n, v in frame.locals.items() if not isinstance(v, NullValue)}
+        unbound = frozenset(n for n in code.co_varnames if n not in bound and n not in code.co_cellvars)
+        rc = resume_code(code, index, nulls, unbound)
+        args = []
+        for kind, x in rc.arg_sources:
+            if kind == "stack":
+                item = after[x]
+                args.append(item if isinstance(item, str) else b.expr(item))
+            else:
+                args.append(b.expr(frame.locals[x]))
+        if rc.freevars:
+            cells = []
+            for name in rc.freevars:
+                if name in code.co_freevars:
+                    cells.append(f"closure[{code.co_freevars.index(name)}]")
+                else:
+                    cells.append(b.cell(frame.cells[name]))
+            fn = f"make_function({b.const(rc.code, 'resume_code')}, G, None, ({''.join(c + ', ' for c in cells)}))"
+        else:
+            fn = b.const(types.FunctionType(rc.code, self.tx.frame_state.f_globals), "resume")
+        return f"{fn}({', '.join(args)})"
+
+
+__all__ = ["BreakRecord", "BrokenFrame", "EagerFrame", "WholeFrame", "capture", "observers", "report_break"]

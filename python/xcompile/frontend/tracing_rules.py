@@ -1,0 +1,311 @@
+"""What the interpreter does with the fine-grained tracing APIs (``xcompile.graph_break``,
+``allow_in_graph``, ``disallow_in_graph``, ``forbid_in_graph``, ``nonstrict_trace``,
+``disable``, ``error_on_graph_break``) and with already-compiled callables.
+
+One registry, one row per marked object::
+
+    rule            when the traced code calls it
+    graph_break     graph break "Call to `xcompile.graph_break()`"
+    allow           one graph node calling the real function (its body is not traced)
+    nonstrict       the same, and non-input tensors it reads are constants (not guarded)
+    disallow        graph break; the call runs eagerly
+    forbid          ForbiddenInGraph (an error, even with fullgraph=False)
+    disable         graph break; the call runs eagerly with compilation off inside
+    skip            graph break; the frame runs eagerly, the frames it calls are compiled
+    mark_*          (the marking functions themselves, called inside traced code)
+
+The interpreter reaches these rules through two hooks: ``wrap_special`` (called first by
+``wrap``: marked objects, compiled functions/modules, ``error_on_graph_break`` contexts) and
+``before_inline`` (called first by ``Tracer.inline_call``: marked Python functions reached
+as methods or through other paths that do not wrap the function object itself).
+
+``error_on_graph_break`` while tracing: the tracer keeps a stack of flags (``eogb_stack``);
+entering an ``error_on_graph_break(flag)`` context pushes, leaving it pops, and a graph break
+raised while the innermost flag is True is an error (``graph_break.py`` decides).
+"""
+from __future__ import annotations
+
+import types
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+from .exc import Unsupported
+from .sources import AttrSource
+from .values import ConstantValue, FunctionValue, Value
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+
+class ForbiddenInGraph(AssertionError):
+    """A function marked with ``forbid_in_graph`` was reached while tracing."""
+
+
+# id(obj) -> (obj, rule); the object is kept alive by the entry.
+_RULES: dict[int, tuple[Any, str]] = {}
+# type -> function(tx, obj, source) -> Value: objects with a special meaning to the tracer.
+SPECIAL_TYPES: dict[type, Callable[["Tracer", Any, Any], Value]] = {}
+
+GRAPH_BREAK_REASON = "Call to `xcompile.graph_break()`"
+
+
+def mark(obj: Any, rule: str) -> None:
+    _RULES[id(obj)] = (obj, rule)
+
+
+def unmark(obj: Any) -> None:
+    _RULES.pop(id(obj), None)
+
+
+def rule_of(obj: Any) -> str | None:
+    entry = _RULES.get(id(obj))
+    if entry is not None and entry[0] is obj:
+        return entry[1]
+    if isinstance(obj, types.FunctionType):
+        if obj.__dict__.get("_xcompile_disable"):
+            return "disable"
+        if obj.__code__ in _skip_codes():
+            return "skip"
+    return None
+
+
+def _skip_codes():
+    from ..api import _nonrecursive_skips
+    return _nonrecursive_skips
+
+
+@dataclass(eq=False)
+class TracingApiValue(Value):
+    """A callable the tracer treats by rule (see the module docstring), not by its body."""
+
+    obj: Any
+    rule: str
+    source: Any = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return type(self.obj)
+
+    def describe(self) -> str:
+        return f"{self.rule} callable {_name(self.obj)}"
+
+
+@dataclass(eq=False)
+class ErrorOnGraphBreakValue(Value):
+    """An ``error_on_graph_break(flag)`` context; ``obj`` is the real object when there is one."""
+
+    flag: bool
+    obj: Any = None
+    source: Any = None
+    covered: bool = False
+
+    def describe(self) -> str:
+        return f"error_on_graph_break({self.flag}) context"
+
+
+def _name(obj: Any) -> str:
+    return getattr(obj, "__qualname__", None) or getattr(obj, "__name__", None) or repr(obj)
+
+
+# -- hooks called by the interpreter -------------------------------------------------------------------
+def wrap_special(tx: "Tracer", obj: Any, source, covered: bool) -> Value | None:
+    """A value for ``obj`` when it has a special meaning to the tracer, else None."""
+    make = SPECIAL_TYPES.get(type(obj))
+    if make is not None:
+        if source is not None and not covered:
+            tx.guards.identity(source, obj)
+        return make(tx, obj, source)
+    entry = _RULES.get(id(obj))
+    if entry is None or entry[0] is not obj:
+        return None
+    if source is not None and not covered:
+        tx.guards.identity(source, obj)
+    return TracingApiValue(obj, entry[1], source=source, covered=True)
+
+
+def before_inline(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+    """Called before a Python function is inlined: a result when a rule replaces inlining."""
+    if not isinstance(fn, FunctionValue):
+        return None
+    f = fn.fn
+    rule = rule_of(f)
+    if rule is None:
+        if f in _CONTEXT_METHODS:
+            raise Unsupported(f"calling {_name(f)} of a context entered outside the traced code",
+                              "The call runs eagerly.")
+        return None
+    return call_rule(tx, f, rule, args, kwargs)
+
+
+def call_rule(tx: "Tracer", obj: Any, rule: str, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    handler = RULE_CALLS.get(rule)
+    if handler is None:
+        raise Unsupported(f"calling {_name(obj)} ({rule})")
+    return handler(tx, obj, args, kwargs)
+
+
+# -- one function per rule --------------------------------------------------------------------------------
+def _graph_break(tx, obj, args, kwargs) -> Value:
+    msg = None
+    if args and isinstance(args[0], ConstantValue):
+        msg = args[0].value
+    elif "msg" in kwargs and isinstance(kwargs["msg"], ConstantValue):
+        msg = kwargs["msg"].value
+    raise Unsupported(GRAPH_BREAK_REASON, "Remove the `xcompile.graph_break()` call.",
+                      f"User-inserted graph break. Message: {msg or None}")
+
+
+def _graph_node(nonstrict: bool):
+    def call(tx, obj, args, kwargs) -> Value:
+        what = f"{_name(obj)} ({'nonstrict_trace' if nonstrict else 'allow_in_graph'})"
+        fm = tx.gb.fake_mode
+        old = fm.allow_non_fake_inputs
+        fm.allow_non_fake_inputs = True       # tensors the function reads besides its inputs
+        try:
+            return tx.gb.call("call_function", obj, args, kwargs, what=what)
+        finally:
+            fm.allow_non_fake_inputs = old
+    return call
+
+
+def _disallow(tx, obj, args, kwargs) -> Value:
+    raise Unsupported(f"call to {_name(obj)}, marked with disallow_in_graph",
+                      "Remove the disallow_in_graph mark to trace it.",
+                      "The function is excluded from graphs: the call runs eagerly.")
+
+
+def _forbid(tx, obj, args, kwargs) -> Value:
+    raise ForbiddenInGraph(f"{_name(obj)} is marked with xcompile.forbid_in_graph and was reached while "
+                           "tracing; call it outside the compiled region")
+
+
+def _disable(tx, obj, args, kwargs) -> Value:
+    raise Unsupported(f"Skip calling `xcompile.disable()`d function {_name(obj)}",
+                      "Remove the `xcompile.disable()` call to compile it.",
+                      "The function runs eagerly, and so does everything it calls.")
+
+
+def _skip(tx, obj, args, kwargs) -> Value:
+    raise Unsupported(f"Skip calling {_name(obj)}, marked with `xcompile.disable(recursive=False)`",
+                      "Remove the mark to inline it.",
+                      "Its own frame runs eagerly; the frames it calls are compiled.")
+
+
+def _mark_call(rule: str):
+    """``allow_in_graph(fn)`` / ``nonstrict_trace(fn)`` called inside traced code: the marked
+    callable for this call site only (no global registration at trace time)."""
+    def call(tx, obj, args, kwargs) -> Value:
+        if len(args) != 1 or kwargs:
+            raise Unsupported(f"{_name(obj)} with {len(args)} arguments inside a compiled region")
+        target = args[0]
+        real = getattr(target, "fn", None) if isinstance(target, FunctionValue) else None
+        if real is None:
+            from .values import real_object
+            real = real_object(target)
+        if real is None or not callable(real):
+            raise Unsupported(f"{_name(obj)} of {target.describe()} inside a compiled region")
+        return TracingApiValue(real, rule)
+    return call
+
+
+def _eogb_factory(tx, obj, args, kwargs) -> Value:
+    flag = args[0] if args else kwargs.get("error_on_graph_break")
+    if not isinstance(flag, ConstantValue):
+        raise Unsupported("error_on_graph_break() with a non-constant flag")
+    return ErrorOnGraphBreakValue(bool(flag.value))
+
+
+RULE_CALLS: dict[str, Callable[..., Value]] = {
+    "graph_break": _graph_break,
+    "allow": _graph_node(nonstrict=False),
+    "nonstrict": _graph_node(nonstrict=True),
+    "disallow": _disallow,
+    "forbid": _forbid,
+    "disable": _disable,
+    "skip": _skip,
+    "mark_allow": _mark_call("allow"),
+    "mark_nonstrict": _mark_call("nonstrict"),
+    "eogb_factory": _eogb_factory,
+}
+
+# __enter__/__exit__ of context classes whose trace-time meaning is handled by value (entering
+# or leaving one that was entered outside the trace is a graph break: it runs eagerly).
+_CONTEXT_METHODS: set = set()
+
+
+# -- error_on_graph_break while tracing --------------------------------------------------------------------
+def eogb_stack(tx: "Tracer") -> list[bool]:
+    stack = getattr(tx, "eogb_stack", None)
+    if stack is None:
+        from .. import config
+        stack = tx.eogb_stack = [bool(config.error_on_graph_break)]
+    return stack
+
+
+def error_on_graph_break_now(tx: "Tracer") -> bool:
+    return eogb_stack(tx)[-1]
+
+
+def _enter_eogb(tx, v: ErrorOnGraphBreakValue) -> None:
+    eogb_stack(tx).append(v.flag)
+
+
+def _exit_eogb(tx, v: ErrorOnGraphBreakValue) -> None:
+    stack = eogb_stack(tx)
+    if len(stack) > 1:
+        stack.pop()
+
+
+def _call_tracing_value(tx, v: TracingApiValue, args, kwargs) -> Value:
+    return call_rule(tx, v.obj, v.rule, list(args), dict(kwargs))
+
+
+def _call_eogb_value(tx, v: ErrorOnGraphBreakValue, args, kwargs) -> Value:
+    raise Unsupported("using error_on_graph_break(...) as a decorator inside a compiled region",
+                      "Decorate the function outside the compiled region.")
+
+
+def _compiled_function(tx, cf, source) -> Value:
+    """A function compiled with xcompile.compile, called inside a trace: its body is inlined
+    (the outer trace's fullgraph/backend apply)."""
+    fn_src = AttrSource(source, "fn") if source is not None else None
+    fn_v = tx.wrap(cf.fn, fn_src)
+    if cf.bound_self is None:
+        return fn_v
+    from .values import BoundMethodValue
+    self_src = AttrSource(source, "bound_self") if source is not None else None
+    return BoundMethodValue(fn_v, tx.wrap(cf.bound_self, self_src))
+
+
+def _optimized_module(tx, om, source) -> Value:
+    src = AttrSource(source, "_orig_mod") if source is not None else None
+    return tx.wrap(om._orig_mod, src)
+
+
+def _register_interpreter_rows() -> None:
+    from .. import _C
+    from ..api import OptimizedModule
+    from .calls import _CALLERS, CONTEXT_VALUES
+    from .values import _REAL_OBJECT_FIELD
+    _CALLERS[TracingApiValue] = _call_tracing_value
+    _CALLERS[ErrorOnGraphBreakValue] = _call_eogb_value
+    _REAL_OBJECT_FIELD[TracingApiValue] = "obj"
+    CONTEXT_VALUES[ErrorOnGraphBreakValue] = (_enter_eogb, _exit_eogb)
+    SPECIAL_TYPES[_C.CompiledFunction] = _compiled_function
+    SPECIAL_TYPES[OptimizedModule] = _optimized_module
+
+
+def register_eogb_class(cls: type) -> None:
+    """``error_on_graph_break(flag)`` objects: a context value when traced."""
+    SPECIAL_TYPES[cls] = lambda tx, obj, source: ErrorOnGraphBreakValue(bool(obj.flag), obj, source=source)
+    _CONTEXT_METHODS.update({cls.__enter__, cls.__exit__})
+
+
+def is_graph_break_call(fn: Any) -> bool:
+    return rule_of(fn) == "graph_break"
+
+
+_register_interpreter_rows()
+
+__all__ = ["ForbiddenInGraph", "TracingApiValue", "ErrorOnGraphBreakValue", "mark", "unmark", "rule_of",
+           "wrap_special", "before_inline", "error_on_graph_break_now", "eogb_stack"]
