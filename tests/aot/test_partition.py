@@ -86,8 +86,9 @@ def test_verify_catches_a_recomputed_matmul():
     part = art.partition
     bw = part.bw_gm.graph
     first_saved = next(n for n in bw.nodes if n.op == "placeholder")
+    fw_mm = next(n for n in part.fw_gm.graph.nodes if n.op == "call_function" and "mm" in n.name)
     with bw.inserting_after(first_saved):
-        extra = bw.call_function(torch.ops.aten.mm.default, (first_saved, first_saved))
+        extra = bw.call_function(torch.ops.aten.mm.default, (first_saved, first_saved), name=fw_mm.name)
     out = bw.output_node()
     out.args = (tuple(out.args[0]) + (extra,),)
     with pytest.raises(AssertionError, match="recomputes"):

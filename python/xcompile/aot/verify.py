@@ -29,12 +29,8 @@ def check_partition(part: Partition, num_primals: int, num_tangents: int) -> Non
     assert len(fw_in) == num_primals, "forward graph: one placeholder per primal"
     assert len(fw_out) == part.num_fw_outs + len(part.saved), "forward graph: fw outs then saved values"
     assert len(bw_in) == len(part.saved) + num_tangents, "backward graph: saved values then tangents"
-    tangents = set(bw_in[len(part.saved):])
-    needs_tangent: set[torch.fx.Node] = set(tangents)
+    in_forward = {n.name for n in part.fw_gm.graph.nodes if n.op == "call_function"}
     for n in part.bw_gm.graph.nodes:
-        if n.op == "call_function":
-            if any(a in needs_tangent for a in n.all_input_nodes):
-                needs_tangent.add(n)
-            elif is_compute_intensive(n) or is_random(n):
-                raise AssertionError(f"backward graph recomputes {n.name} ({n.target}), which the "
-                                     "partitioner must never recompute")
+        if n.op == "call_function" and n.name in in_forward and (is_compute_intensive(n) or is_random(n)):
+            raise AssertionError(f"backward graph recomputes {n.name} ({n.target}), which the "
+                                 "partitioner must never recompute")
