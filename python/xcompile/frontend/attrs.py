@@ -1,6 +1,7 @@
 """Attribute reads on symbolic values (LOAD_ATTR), one function per value class."""
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from typing import TYPE_CHECKING, Any, Callable
@@ -54,6 +55,10 @@ def _attr_error(v: Value, name: str) -> Unsupported:
                        "The same code raises AttributeError in eager mode.")
 
 
+def _object_init(self, *args, **kwargs):
+    """Marker for ``super().__init__()`` reaching object.__init__ (a no-op; see builtins_more)."""
+
+
 # -- class-level lookup (shared by objects, modules and super()) ------------------------------------------
 def mro_lookup(cls: type, name: str, start: int = 0) -> tuple[int, Any]:
     """(index in cls.__mro__, raw class-dict entry) for the first class defining ``name``."""
@@ -86,6 +91,15 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
     if isinstance(raw, classmethod):
         fsrc = AttrSource(member_source, "__func__") if member_source is not None else None
         return BoundMethodValue(tx.wrap(raw.__func__, fsrc, True), ClassValue(cls))
+    if name == "__call__" and raw is functools._lru_cache_wrapper.__call__:  # lru_cache / cache:
+        wrapped = real_object(obj_v).__wrapped__                              # inline the function
+        return tx.wrap(wrapped, AttrSource(obj_v.source, "__wrapped__") if obj_v.source else None,
+                       obj_v.covered)
+    if raw is object.__setattr__ or raw is torch.nn.Module.__setattr__:   # super().__setattr__(n, v)
+        from .values import PartialValue
+        return PartialValue(BuiltinValue(object.__setattr__), [obj_v], {})
+    if raw is object.__init__ and name == "__init__":                     # super().__init__()
+        return PartialValue(BuiltinValue(_object_init), [obj_v], {})
     if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
         raise Unsupported(f"calling builtin method {name!r} of {obj_v.describe()}")
     return None
@@ -126,9 +140,7 @@ def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
     if raw is _MISSING:
         raise _attr_error(v, name)
     if callable(raw) and not isinstance(raw, property):
-        if name in rules.TENSOR_METHODS_FORBIDDEN:
-            raise Unsupported(rules.TENSOR_METHODS_FORBIDDEN[name], "Keep this outside the compiled region.")
-        return TensorMethodValue(v, name)
+        return TensorMethodValue(v, name)    # forbidden methods (item, tolist...) break when called
     result = tx.gb.run_fake(lambda t: getattr(t, name), (v.fake,), {}, f"Tensor.{name}")
     if isinstance(result, torch.Tensor):
         raise Unsupported(f"reading tensor attribute Tensor.{name}")

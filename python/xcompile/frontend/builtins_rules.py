@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from .attrs import AttrMissing, load_attr
-from .exc import Unsupported
+from .exc import PythonError, Unsupported
 from .iteration import get_iter, items_of, length_of
 from .pyops import as_constant, binary_op, fold, getitem, truth, unary_op
 from .values import (
@@ -165,15 +165,32 @@ BUILTINS[pow] = lambda tx, args, kwargs: (binary_op(tx, operator.pow, args[0], a
 BUILTINS[divmod] = lambda tx, args, kwargs: fold(divmod, *_consts(args, "divmod"))
 
 
+def _sort_keys(tx, items: list[Value], key: Value | None, what: str) -> list[Any]:
+    """The constant sort keys of ``items`` (``key(item)`` when a key function is given)."""
+    if key is None or (isinstance(key, ConstantValue) and key.value is None):
+        if any(isinstance(i, TensorValue) for i in items):
+            raise Unsupported(f"{what}() over tensors compares their values",
+                              "Use tensor ops (torch.maximum, torch.sort...) instead.")
+        return _consts(items, what)
+    return _consts([_call(tx, key, [i]) for i in items], f"{what}() key")
+
+
 def _minmax(fn):
     def h(tx, args, kwargs):
-        if kwargs:
-            raise Unsupported(f"{fn.__name__}() with keyword arguments")
-        items = items_of(tx, args[0]) if len(args) == 1 else args
-        if any(isinstance(i, TensorValue) for i in items):
-            raise Unsupported(f"{fn.__name__}() over tensors compares their values",
-                              f"Use torch.{'maximum' if fn is max else 'minimum'} instead.")
-        return fold(fn, _consts(items, fn.__name__))
+        unknown = set(kwargs) - {"key", "default"}
+        if unknown:
+            raise Unsupported(f"{fn.__name__}() with keyword arguments {sorted(unknown)}")
+        items = items_of(tx, args[0]) if len(args) == 1 else list(args)
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            raise PythonError.of(ValueError(f"{fn.__name__}() arg is an empty sequence"))
+        keys = _sort_keys(tx, items, kwargs.get("key"), fn.__name__)
+        try:
+            best = fn(range(len(items)), key=keys.__getitem__)     # the first best, like Python
+        except TypeError as e:
+            raise PythonError.of(e) from None
+        return items[best]
     return h
 
 
@@ -273,11 +290,19 @@ def _reversed(tx, args, kwargs):
 
 @builtin(sorted)
 def _sorted(tx, args, kwargs):
-    if "key" in kwargs and not (isinstance(kwargs["key"], ConstantValue) and kwargs["key"].value is None):
-        raise Unsupported("sorted() with a key function")
+    items = items_of(tx, args[0])
     rev = _consts([kwargs.get("reverse", ConstantValue(False))], "sorted")[0]
-    vals = sorted(_consts(items_of(tx, args[0]), "sorted"), reverse=rev)
-    return ListValue([ConstantValue(v) for v in vals])
+    return ListValue(sort_values(tx, items, kwargs.get("key"), rev))
+
+
+def sort_values(tx, items: list[Value], key: Value | None, reverse: bool) -> list[Value]:
+    """Python's stable sort of values by constant keys."""
+    keys = _sort_keys(tx, items, key, "sorted")
+    try:
+        order = sorted(range(len(items)), key=keys.__getitem__, reverse=bool(reverse))
+    except TypeError as e:
+        raise PythonError.of(e) from None
+    return [items[i] for i in order]
 
 
 BUILTINS[any] = lambda tx, args, kwargs: ConstantValue(any(truth(tx, i) for i in items_of(tx, args[0])))
@@ -297,7 +322,7 @@ def _next(tx, args, kwargs):
     if it.pos >= len(it.items):
         if len(args) > 1:
             return args[1]
-        raise Unsupported("next() on an exhausted iterator raises StopIteration")
+        raise PythonError.of(StopIteration())
     it.pos += 1
     return tx.resolve(it.items[it.pos - 1])
 
@@ -368,7 +393,7 @@ def _never(reason: str, hint: str) -> Handler:
 BUILTINS[print] = _never("call to builtin print",
                          "Printing happens at trace time only; remove the print or move it outside the compiled region.")
 BUILTINS[id] = _never("call to builtin id", "Object ids depend on the run; avoid id() in compiled code.")
-for _fn in (setattr, delattr, input, open, eval, exec, vars, locals, globals, breakpoint):
+for _fn in (input, open, eval, exec, vars, locals, globals, breakpoint):
     BUILTINS[_fn] = _never(f"call to builtin {_fn.__name__}", "Move it outside the compiled region.")
 
 
@@ -401,29 +426,67 @@ def call_constant_function(tx, fn: Any, args: list[Value], kwargs: dict[str, Val
                       "This callable is not supported inside a compiled region yet.")
 
 
+def _find(tx, items: list[Value], x: Value) -> int:
+    """The index of the first item equal to ``x`` (identity first, like list.index), or -1."""
+    from .pyops import contains
+    for i, item in enumerate(items):
+        if contains(tx, x, ListValue([item])):
+            return i
+    return -1
+
+
+_LIST_MUTATORS = ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort")
+
+
 def _list_method(tx, lst: ListValue, name: str, args, kwargs) -> Value:
     from .pyops import note_mutation
-    if name in ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort", "__setitem__"):
+    if name in _LIST_MUTATORS:
         note_mutation(tx, lst)
+    items = lst.items
     if name == "append":
-        lst.items.append(args[0])
+        items.append(args[0])
     elif name == "extend":
-        lst.items.extend(items_of(tx, args[0]))
+        items.extend(items_of(tx, args[0]))
     elif name == "insert":
-        lst.items.insert(_consts([args[0]], "insert")[0], args[1])
+        items.insert(_consts([args[0]], "insert")[0], args[1])
     elif name == "pop":
-        return tx.resolve(lst.items.pop(*_consts(args, "pop")))
+        if not items:
+            raise PythonError.of(IndexError("pop from empty list"))
+        try:
+            return tx.resolve(items.pop(*_consts(args, "pop")))
+        except IndexError as e:
+            raise PythonError.of(e) from None
+    elif name == "remove":
+        i = _find(tx, items, args[0])
+        if i < 0:
+            raise PythonError.of(ValueError("list.remove(x): x not in list"))
+        del items[i]
     elif name == "clear":
-        lst.items.clear()
+        items.clear()
     elif name == "reverse":
-        lst.items.reverse()
+        items.reverse()
+    elif name == "sort":
+        rev = _consts([kwargs.get("reverse", ConstantValue(False))], "list.sort")[0]
+        items[:] = sort_values(tx, [tx.resolve(i) for i in items], kwargs.get("key"), rev)
     elif name == "copy":
-        return ListValue(list(lst.items))
-    elif name in ("index", "count"):
-        return fold(getattr(_consts(lst.items, name), name), *_consts(args, name))
+        return ListValue(list(items))
+    elif name == "index":
+        i = _find(tx, items, args[0])
+        if i < 0:
+            raise PythonError.of(ValueError("x not in list"))
+        return ConstantValue(i)
+    elif name == "count":
+        return ConstantValue(sum(1 for item in items if _find(tx, [item], args[0]) == 0))
     else:
         raise Unsupported(f"list.{name}")
     return ConstantValue(None)
+
+
+_DICT_MUTATORS = ("update", "pop", "setdefault", "clear", "popitem", "move_to_end")
+
+
+def _dict_key(args, what) -> Any:
+    return _consts([args[0]], what)[0]
 
 
 def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
@@ -431,35 +494,55 @@ def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
     if name in ("keys", "values", "items"):
         return DictViewValue(d, name)
     if name == "get":
-        k = _consts([args[0]], "dict.get")[0]
+        k = _dict_key(args, "dict.get")
         if k in d.items:
             d.items[k] = tx.resolve(d.items[k])
             return d.items[k]
         return args[1] if len(args) > 1 else ConstantValue(None)
     if name == "copy":
-        return DictValue(dict(d.items))
-    if name in ("update", "pop", "setdefault", "clear", "popitem", "__setitem__"):
-        note_mutation(tx, d)
+        return DictValue(dict(d.items), cls=d.cls, default_factory=d.default_factory)
+    if name == "__contains__":
+        return ConstantValue(_dict_key(args, "dict.__contains__") in d.items)
+    if name not in _DICT_MUTATORS:
+        raise Unsupported(f"dict.{name}")
+    note_mutation(tx, d)
     if name == "update":
         other = _dict(tx, args, kwargs)
         d.items.update(other.items)
         return ConstantValue(None)
     if name == "pop":
-        k = _consts([args[0]], "dict.pop")[0]
+        k = _dict_key(args, "dict.pop")
         if k in d.items:
             return tx.resolve(d.items.pop(k))
         if len(args) > 1:
             return args[1]
-        raise Unsupported(f"KeyError: {k!r}")
+        raise PythonError.of(KeyError(k))
     if name == "setdefault":
-        k = _consts([args[0]], "dict.setdefault")[0]
+        k = _dict_key(args, "dict.setdefault")
         if k not in d.items:
             d.items[k] = args[1] if len(args) > 1 else ConstantValue(None)
         return tx.resolve(d.items[k])
     if name == "clear":
         d.items.clear()
         return ConstantValue(None)
-    raise Unsupported(f"dict.{name}")
+    if name == "popitem":
+        if not d.items:
+            raise PythonError.of(KeyError("popitem(): dictionary is empty"))
+        last = _consts([args[0] if args else kwargs.get("last", ConstantValue(True))], "popitem")[0]
+        k = next(reversed(d.items)) if last else next(iter(d.items))
+        return TupleValue([ConstantValue(k), tx.resolve(d.items.pop(k))])
+    if name == "move_to_end":                 # OrderedDict
+        k = _dict_key(args, "move_to_end")
+        last = _consts([args[1] if len(args) > 1 else kwargs.get("last", ConstantValue(True))], "move_to_end")[0]
+        if k not in d.items:
+            raise PythonError.of(KeyError(k))
+        v = d.items.pop(k)
+        if last:
+            d.items[k] = v
+        else:
+            d.items = {k: v, **d.items}
+        return ConstantValue(None)
+    raise AssertionError(name)
 
 
 def _tuple_method(tx, t: TupleValue, name: str, args, kwargs) -> Value:
@@ -485,7 +568,7 @@ def _set_method(tx, s: SetValue, name: str, args, kwargs) -> Value:
     elif name in ("discard", "remove"):
         keep = [x for x in s.items if not set_member([x], args[0])]
         if name == "remove" and len(keep) == len(s.items):
-            raise Unsupported("set.remove of a missing element raises KeyError")
+            raise PythonError.of(KeyError(as_constant(args[0])[1]))
         s.items[:] = keep
     elif name == "copy":
         return SetValue(list(s.items))
@@ -515,3 +598,6 @@ def call_object_method(tx, m: ObjectMethodValue, args: list[Value], kwargs: dict
 
 BUILTINS[math.floor] = lambda tx, args, kwargs: fold(math.floor, *_consts(args, "math.floor"))
 BUILTINS[math.ceil] = lambda tx, args, kwargs: fold(math.ceil, *_consts(args, "math.ceil"))
+
+
+from . import builtins_more  # noqa: E402,F401  (more rows: itertools, collections, operator, setattr...)

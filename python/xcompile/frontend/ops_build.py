@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..bytecode.instructions import Instr
-from .exc import Unsupported
+from .exc import PythonError, Unsupported
 from .iteration import items_of
 from .pyops import as_constant, delitem, fold, getitem, set_add, setitem
 from .tracer import Frame, handler
@@ -132,8 +132,8 @@ def list_to_tuple(f: Frame, inst: Instr) -> None:
 def unpack_sequence(f: Frame, inst: Instr) -> None:
     items = items_of(f.tx, f.pop())
     if len(items) != inst.arg:
-        raise Unsupported(f"cannot unpack {len(items)} values into {inst.arg}",
-                          "The same code raises ValueError in eager mode.")
+        what = "too many values" if len(items) > inst.arg else f"not enough values (expected {inst.arg})"
+        raise PythonError.of(ValueError(f"{what} to unpack (got {len(items)})"))
     for v in reversed(items):
         f.push(v)
 

@@ -49,6 +49,9 @@ class OutputBuilder:
         if isinstance(v, ListValue):
             return ("list", [self.spec(i) for i in v.items])
         if isinstance(v, DictValue):
+            if v.cls is not dict:
+                raise Unsupported(f"returning a {v.cls.__name__} built in the frame",
+                                  "Return a plain dict (dict(d)) instead.")
             return ("dict", list(v.items.keys()), [self.spec(i) for i in v.items.values()])
         obj = real_object(v)
         if obj is not None:

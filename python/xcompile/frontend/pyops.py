@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from .exc import Unsupported
+from .exc import PythonError, Unsupported
 from .iteration import items_of
 from .values import (
     ConstantValue,
@@ -42,9 +42,8 @@ def fold(fn: Callable, *args: Any, what: str = "") -> Value:
     """Run ``fn`` on Python constants at trace time."""
     try:
         r = fn(*args)
-    except Exception as e:
-        raise Unsupported(f"{what or getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}",
-                          "The same code raises in eager mode.") from e
+    except Exception as e:                     # eager raises the same: catchable in the traced code
+        raise PythonError.of(e) from e
     if type(r) is list and all(is_constant(x) for x in r):
         return ListValue([ConstantValue(x) for x in r])
     if not is_constant(r):
@@ -235,14 +234,17 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
         try:
             picked = container.items[k]
         except (IndexError, TypeError) as e:
-            raise Unsupported(f"{container.describe()}[{k!r}] raised {type(e).__name__}: {e}",
-                              "The same code raises in eager mode.") from e
+            raise PythonError.of(e) from e
         if isinstance(k, slice):
             return ListValue(list(picked)) if isinstance(container, ListValue) else TupleValue(list(picked))
         return tx.resolve(picked)
     if isinstance(container, DictValue):
         if k not in container.items:
-            raise Unsupported(f"KeyError: {k!r}", "The same code raises KeyError in eager mode.")
+            if container.default_factory is None:
+                raise PythonError.of(KeyError(k))
+            from .calls import call_value                     # defaultdict: insert factory()
+            note_mutation(tx, container)
+            container.items[k] = call_value(tx, container.default_factory, [], {})
         v = container.items[k] = tx.resolve(container.items[k])
         return v
     if isinstance(container, ConstantValue):

@@ -17,7 +17,9 @@ containers and objects made in the frame are rebuilt.  ``EffectPlan.apply(output
 then replays, in the order the objects were first changed:
 
     list       lst[:] = final items            dict     d.clear(); d.update(final items)
-    object     setattr / delattr per attribute  global   g[name] = v / del g[name]
+    object     object.__setattr__ per attribute (nn.Module.__setattr__ for modules; a user
+               __setattr__ was inlined while tracing)
+    global     g[name] = v / del g[name]
     cell       cell.cell_contents = v
 
 The final state, not every intermediate step, is written: what the program leaves behind is the
@@ -173,9 +175,10 @@ class _SpecBuilder:
         if t.kind == "dict":
             items = t.value.items
             return ("dict", self.where(t.where), list(items), [self.value(i) for i in items.values()])
-        if t.kind == "attrs":
+        if t.kind == "attrs":                          # modules: nn.Module.__setattr__ routes the value
+            is_module = isinstance(real_object(t.value), torch.nn.Module)
             return ("attrs", self.where(t.where),
-                    [(n, None if v is DELETED else self.value(v)) for n, v in t.attrs.items()])
+                    [(n, None if v is DELETED else self.value(v)) for n, v in t.attrs.items()], is_module)
         if t.kind == "global":
             v = t.value
             return ("global", t.where, t.attrs["name"], None if v is DELETED else self.value(v))
@@ -275,13 +278,14 @@ class EffectPlan:
                 new = list(zip(step[2], [val(p) for p in step[3]]))
                 target.clear()
                 target.update(new)
-            elif kind == "attrs":
+            elif kind == "attrs":                 # a user __setattr__ already ran while tracing
                 target = val(step[1])
+                cls = torch.nn.Module if step[3] else object
                 for name, p in step[2]:
                     if p is None:
-                        delattr(target, name)
+                        cls.__delattr__(target, name)
                     else:
-                        setattr(target, name, val(p))
+                        cls.__setattr__(target, name, val(p))
             elif kind == "global":
                 _, g, name, p = step
                 if p is None:

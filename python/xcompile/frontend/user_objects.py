@@ -62,9 +62,10 @@ def _user_setattr(cls: type):
     return raw if isinstance(raw, types.FunctionType) else None
 
 
-def store_attribute(tx: "Tracer", obj: Value, name: str, value: Value) -> None:
-    """``obj.name = value``."""
-    _write(tx, obj, name, value)
+def store_attribute(tx: "Tracer", obj: Value, name: str, value: Value, *, plain: bool = False) -> None:
+    """``obj.name = value``; ``plain``: ``object.__setattr__(obj, name, value)`` (skips a user
+    __setattr__, e.g. the one calling it)."""
+    _write(tx, obj, name, value, plain)
 
 
 def delete_attribute(tx: "Tracer", obj: Value, name: str) -> None:
@@ -73,10 +74,10 @@ def delete_attribute(tx: "Tracer", obj: Value, name: str) -> None:
         load_attr(tx, obj, name)
     except AttrMissing:
         raise PythonError.of(AttributeError(name)) from None
-    _write(tx, obj, name, None)
+    _write(tx, obj, name, None, False)
 
 
-def _write(tx: "Tracer", obj: Value, name: str, value: Value | None) -> None:
+def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool) -> None:
     if isinstance(obj, NewObjectValue):
         if not _setter(tx, obj.cls, name, obj, value):
             if value is None:
@@ -87,13 +88,15 @@ def _write(tx: "Tracer", obj: Value, name: str, value: Value | None) -> None:
     if isinstance(obj, (UserObjectValue, ModuleValue)):
         real = obj.obj if isinstance(obj, UserObjectValue) else obj.module
         cls = type(real)
-        custom = _user_setattr(cls) if value is not None else None
+        custom = _user_setattr(cls) if value is not None and not plain else None
         if custom is not None and custom not in _PLAIN_SETATTR:
             tx.inline_call(None, FunctionValue(custom), [obj, ConstantValue(name), value], {})
             return
-        if cls.__setattr__ not in _PLAIN_SETATTR:
+        if not plain and cls.__setattr__ not in _PLAIN_SETATTR:
             raise Unsupported(f"assignment to attribute {name!r} of {obj.describe()}, whose class has "
                               f"a builtin __setattr__")
+        if value is None and cls.__delattr__ not in (object.__delattr__, torch.nn.Module.__delattr__):
+            raise Unsupported(f"deleting attribute {name!r} of {obj.describe()}, whose class defines __delattr__")
         if isinstance(real, (type, types.ModuleType)):
             raise Unsupported(f"assignment to attribute {name!r} of {obj.describe()}")
         if _setter(tx, cls, name, obj, value):

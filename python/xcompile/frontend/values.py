@@ -127,9 +127,11 @@ class DictValue(Value):
     items: dict[Any, Value]                  # keys are Python constants
     source: Source | None = None
     covered: bool = False
+    cls: type = dict                         # dict, collections.OrderedDict or collections.defaultdict
+    default_factory: Value | None = None     # defaultdict: called for a missing key
 
     def python_type(self) -> type:
-        return dict
+        return self.cls
 
     def describe(self) -> str:
         return "dict"

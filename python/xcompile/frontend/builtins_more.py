@@ -1,0 +1,340 @@
+"""More rows of ``builtins_rules.BUILTINS``: the stdlib that models use around tensor code.
+
+    itertools     chain (+ from_iterable), product, accumulate, islice, zip_longest, repeat,
+                  combinations, permutations, pairwise, starmap, takewhile, dropwhile, compress
+    collections   OrderedDict, defaultdict
+    operator      itemgetter, attrgetter, methodcaller, the operators missing from builtins_rules
+    functools     lru_cache / cache wrappers (the wrapped function is inlined; caching is moot
+                  for a graph), partial objects from outside (builtins_rules)
+    builtins      setattr, delattr, dict.fromkeys, frozenset, object attribute helpers
+
+Every iterator here is finite and built eagerly over values (``IteratorValue``), so the items
+may be tensors; only the control decisions (lengths, keys, predicates) must be constants.
+"""
+from __future__ import annotations
+
+import collections
+import functools
+import itertools
+import operator
+from typing import Any
+
+from .builtins_rules import BUILTINS, _consts, builtin
+from .attrs import _object_init
+from .exc import PythonError, Unsupported
+from .iteration import items_of
+from .pyops import as_constant, binary_op, getitem, truth, unary_op
+from .values import (
+    BuiltinValue,
+    ConstantValue,
+    DictValue,
+    IteratorValue,
+    PartialValue,
+    TupleValue,
+    Value,
+)
+
+
+def _call(tx, fn: Value, args: list[Value], kwargs: dict | None = None) -> Value:
+    from .calls import call_value
+    return call_value(tx, fn, args, kwargs or {})
+
+
+def _int(v: Value | None, what: str, default=None):
+    if v is None:
+        return default
+    return _consts([v], what)[0]
+
+
+def _it(items) -> IteratorValue:
+    return IteratorValue(list(items))
+
+
+# -- itertools -----------------------------------------------------------------------------------------------
+@builtin(itertools.chain)
+def _chain(tx, args, kwargs):
+    return _it(x for a in args for x in items_of(tx, a))
+
+
+@builtin(itertools.chain.from_iterable)
+def _chain_from_iterable(tx, args, kwargs):
+    return _it(x for a in items_of(tx, args[0]) for x in items_of(tx, a))
+
+
+@builtin(itertools.product)
+def _product(tx, args, kwargs):
+    repeat = _int(kwargs.get("repeat"), "product", 1)
+    pools = [items_of(tx, a) for a in args] * repeat
+    return _it(TupleValue(list(t)) for t in itertools.product(*pools))
+
+
+@builtin(itertools.accumulate)
+def _accumulate(tx, args, kwargs):
+    items = items_of(tx, args[0])
+    fn = args[1] if len(args) > 1 else kwargs.get("func")
+    acc = kwargs.get("initial")
+    if isinstance(acc, ConstantValue) and acc.value is None:
+        acc = None
+    out = []
+    if acc is not None:
+        out.append(acc)
+    for item in items:
+        if acc is None:
+            acc = item
+        elif fn is None or (isinstance(fn, ConstantValue) and fn.value is None):
+            acc = binary_op(tx, operator.add, acc, item)
+        else:
+            acc = _call(tx, fn, [acc, item])
+        out.append(acc)
+    return _it(out)
+
+
+@builtin(itertools.islice)
+def _islice(tx, args, kwargs):
+    items = items_of(tx, args[0])
+    bounds = _consts(args[1:], "islice")
+    return _it(items[slice(*bounds)] if len(bounds) != 1 else items[:bounds[0]])
+
+
+@builtin(itertools.zip_longest)
+def _zip_longest(tx, args, kwargs):
+    fill = kwargs.get("fillvalue", ConstantValue(None))
+    seqs = [items_of(tx, a) for a in args]
+    n = max((len(s) for s in seqs), default=0)
+    return _it(TupleValue([s[i] if i < len(s) else fill for s in seqs]) for i in range(n))
+
+
+@builtin(itertools.repeat)
+def _repeat(tx, args, kwargs):
+    times = args[1] if len(args) > 1 else kwargs.get("times")
+    if times is None:
+        raise Unsupported("itertools.repeat() without `times` is infinite",
+                          "Pass times=, or zip it with a finite sequence outside the compiled region.")
+    return _it([args[0]] * _int(times, "repeat"))
+
+
+def _combinatoric(fn):
+    def h(tx, args, kwargs):
+        items = items_of(tx, args[0])
+        r = args[1] if len(args) > 1 else kwargs.get("r")
+        idx = fn(range(len(items))) if r is None else fn(range(len(items)), _int(r, fn.__name__))
+        return _it(TupleValue([items[i] for i in t]) for t in idx)
+    return h
+
+
+BUILTINS[itertools.combinations] = _combinatoric(itertools.combinations)
+BUILTINS[itertools.permutations] = _combinatoric(itertools.permutations)
+BUILTINS[itertools.combinations_with_replacement] = _combinatoric(itertools.combinations_with_replacement)
+
+
+@builtin(itertools.pairwise)
+def _pairwise(tx, args, kwargs):
+    items = items_of(tx, args[0])
+    return _it(TupleValue([a, b]) for a, b in zip(items, items[1:]))
+
+
+@builtin(itertools.starmap)
+def _starmap(tx, args, kwargs):
+    return _it(_call(tx, args[0], items_of(tx, a)) for a in items_of(tx, args[1]))
+
+
+@builtin(itertools.takewhile)
+def _takewhile(tx, args, kwargs):
+    out = []
+    for item in items_of(tx, args[1]):
+        if not truth(tx, _call(tx, args[0], [item])):
+            break
+        out.append(item)
+    return _it(out)
+
+
+@builtin(itertools.dropwhile)
+def _dropwhile(tx, args, kwargs):
+    items = items_of(tx, args[1])
+    i = 0
+    while i < len(items) and truth(tx, _call(tx, args[0], [items[i]])):
+        i += 1
+    return _it(items[i:])
+
+
+@builtin(itertools.compress)
+def _compress(tx, args, kwargs):
+    return _it(d for d, s in zip(items_of(tx, args[0]), items_of(tx, args[1])) if truth(tx, s))
+
+
+# -- collections ---------------------------------------------------------------------------------------------
+@builtin(collections.OrderedDict)
+def _ordered_dict(tx, args, kwargs):
+    from .builtins_rules import _dict
+    d = _dict(tx, args, kwargs)
+    d.cls = collections.OrderedDict
+    return d
+
+
+@builtin(collections.defaultdict)
+def _defaultdict(tx, args, kwargs):
+    from .builtins_rules import _dict
+    factory = args[0] if args else None
+    if isinstance(factory, ConstantValue) and factory.value is None:
+        factory = None
+    d = _dict(tx, list(args[1:]), kwargs)
+    d.cls = collections.defaultdict
+    d.default_factory = factory
+    return d
+
+
+@builtin(dict.fromkeys)
+def _fromkeys(tx, args, kwargs):
+    keys = _consts(items_of(tx, args[0]), "dict.fromkeys")
+    value = args[1] if len(args) > 1 else ConstantValue(None)
+    return DictValue({k: value for k in keys})
+
+
+@builtin(frozenset)
+def _frozenset(tx, args, kwargs):
+    return ConstantValue(frozenset(_consts(items_of(tx, args[0]), "frozenset") if args else ()))
+
+
+# -- operator: getters and callers ------------------------------------------------------------------------
+def _itemgetter_call(*a):             # markers: the real objects are never called
+    raise AssertionError
+
+
+def _attrgetter_call(*a):
+    raise AssertionError
+
+
+def _methodcaller_call(*a):
+    raise AssertionError
+
+
+@builtin(operator.itemgetter)
+def _itemgetter(tx, args, kwargs):
+    return PartialValue(BuiltinValue(_itemgetter_call), [TupleValue(list(args))], {})
+
+
+@builtin(_itemgetter_call)
+def _itemgetter_apply(tx, args, kwargs):
+    keys, obj = args[0].items, args[1]
+    picked = [getitem(tx, obj, k) for k in keys]
+    return picked[0] if len(picked) == 1 else TupleValue(picked)
+
+
+@builtin(operator.attrgetter)
+def _attrgetter(tx, args, kwargs):
+    names = _consts(args, "attrgetter")
+    return PartialValue(BuiltinValue(_attrgetter_call), [ConstantValue(tuple(names))], {})
+
+
+@builtin(_attrgetter_call)
+def _attrgetter_apply(tx, args, kwargs):
+    from .attrs import load_attr
+    names, obj = args[0].value, args[1]
+    out = []
+    for dotted in names:
+        v = obj
+        for part in dotted.split("."):
+            v = load_attr(tx, v, part)
+        out.append(v)
+    return out[0] if len(out) == 1 else TupleValue(out)
+
+
+@builtin(operator.methodcaller)
+def _methodcaller(tx, args, kwargs):
+    name = _consts([args[0]], "methodcaller")[0]
+    return PartialValue(BuiltinValue(_methodcaller_call),
+                        [ConstantValue(name), TupleValue(list(args[1:])), DictValue(dict(kwargs))], {})
+
+
+@builtin(_methodcaller_call)
+def _methodcaller_apply(tx, args, kwargs):
+    from .attrs import load_attr
+    name, margs, mkwargs, obj = args[0].value, args[1].items, args[2].items, args[3]
+    return _call(tx, load_attr(tx, obj, name), list(margs), dict(mkwargs))
+
+
+for _op in (operator.lshift, operator.rshift, operator.isub, operator.itruediv, operator.ifloordiv,
+            operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
+            operator.ilshift, operator.irshift):
+    BUILTINS[_op] = (lambda op: lambda tx, args, kwargs: binary_op(tx, op, args[0], args[1]))(_op)
+for _op in (operator.pos, operator.invert, operator.inv):
+    BUILTINS[_op] = (lambda op: lambda tx, args, kwargs: unary_op(tx, op, args[0]))(_op)
+
+
+@builtin(operator.contains)
+def _contains(tx, args, kwargs):
+    from .pyops import contains
+    return ConstantValue(contains(tx, args[1], args[0]))
+
+
+@builtin(operator.is_)
+def _is(tx, args, kwargs):
+    from .pyops import is_op
+    return ConstantValue(is_op(args[0], args[1]))
+
+
+@builtin(operator.is_not)
+def _is_not(tx, args, kwargs):
+    from .pyops import is_op
+    return ConstantValue(not is_op(args[0], args[1]))
+
+
+@builtin(operator.setitem)
+def _setitem(tx, args, kwargs):
+    from .pyops import setitem
+    setitem(tx, args[0], args[1], args[2])
+    return ConstantValue(None)
+
+
+@builtin(operator.delitem)
+def _delitem(tx, args, kwargs):
+    from .pyops import delitem
+    delitem(tx, args[0], args[1])
+    return ConstantValue(None)
+
+
+@builtin(operator.index)
+def _index(tx, args, kwargs):
+    ok, c = as_constant(args[0])
+    if not ok or not isinstance(c, int):
+        raise Unsupported(f"operator.index of {args[0].describe()}")
+    return ConstantValue(operator.index(c))
+
+
+# -- attributes ----------------------------------------------------------------------------------------------
+@builtin(setattr)
+def _setattr(tx, args, kwargs):
+    from .user_objects import store_attribute
+    store_attribute(tx, args[0], _consts([args[1]], "setattr")[0], args[2])
+    return ConstantValue(None)
+
+
+@builtin(delattr)
+def _delattr(tx, args, kwargs):
+    from .user_objects import delete_attribute
+    delete_attribute(tx, args[0], _consts([args[1]], "delattr")[0])
+    return ConstantValue(None)
+
+
+@builtin(object.__setattr__)
+def _object_setattr(tx, args, kwargs):
+    """``object.__setattr__(self, name, v)`` / ``super().__setattr__`` inside a user __setattr__."""
+    from .user_objects import store_attribute
+    store_attribute(tx, args[0], _consts([args[1]], "__setattr__")[0], args[2], plain=True)
+    return ConstantValue(None)
+
+
+@builtin(_object_init)
+def _object_init_call(tx, args, kwargs):
+    if len(args) > 1 or kwargs:
+        raise PythonError.of(TypeError("object.__init__() takes exactly one argument (the instance to initialize)"))
+    return ConstantValue(None)
+
+
+# -- functools -----------------------------------------------------------------------------------------------
+def unwrap_cached(obj: Any) -> Any:
+    """functools.lru_cache / cache wrappers around a Python function: that function."""
+    if isinstance(obj, functools._lru_cache_wrapper):
+        return obj.__wrapped__
+    return None
+
