@@ -24,6 +24,7 @@ def train(run, params, name, shape, dtype):
     return losses
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,dtype", [("gelu_mlp", torch.float32), ("conv_bn", torch.float32),
                                         ("transformer", torch.float64)])
 def test_adamw_loss_curve_matches_eager(name, dtype):
