@@ -17,6 +17,7 @@ from .api_tracing import (  # noqa: F401
     graph_break,
     nonstrict_trace,
 )
+from .debug.explain import explain  # noqa: F401
 from .backends.registry import list_backends, register_backend  # noqa: F401
 from .log import set_logs  # noqa: F401
 

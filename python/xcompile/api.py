@@ -149,6 +149,8 @@ def disable(fn=None, recursive: bool = True):
 def reset() -> None:
     """Forget every compiled entry and every per-code decision (skips, cache limits)."""
     _C.cache_clear_all()
+    from .frontend.graph_break import reset_break_log
+    reset_break_log()                        # the next graph break at a known place logs in full again
     for code in _nonrecursive_skips:
         _C.set_code_state(code, SKIP)
 

@@ -66,6 +66,9 @@ class ConvertFrame:
         entries = _C.cache_entries(code)
         if entries:
             reason = entries[0].guard.last_failure()
+            for o in list(graph_break_observers()):
+                if hasattr(o, "on_recompile"):
+                    o.on_recompile(code, reason or "(unknown)")
             if len(entries) >= config.cache_size_limit:
                 return self._cache_limit_hit(code, reason)
             log.log("recompiles", "Recompiling function %s\n    triggered by the following guard failure(s):\n"

@@ -85,6 +85,8 @@ def switch_grad_mode(tx: "Tracer", enabled: bool) -> None:
 
 
 def _tensor_method(tx: "Tracer", v: TensorMethodValue, args, kwargs) -> Value:
+    if v.name in rules.TENSOR_METHODS_FORBIDDEN:
+        raise Unsupported(rules.TENSOR_METHODS_FORBIDDEN[v.name], "Keep this outside the compiled region.")
     return tx.gb.call("call_method", v.name, [v.tensor, *args], kwargs)
 
 

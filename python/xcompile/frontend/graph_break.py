@@ -253,6 +253,7 @@ class _Plan:
 
     def build(self) -> BrokenFrame:
         tx, frame, kind, b = self.tx, self.frame, self.kind, self.b
+        effect_lines = self._side_effects()
         initial_grad = torch.is_grad_enabled()
         final_grad = tx.gb.grad_enabled
         stack = list(frame.stack)
@@ -277,7 +278,9 @@ class _Plan:
                         and n.target is not torch._C._set_grad_enabled for n in gm.graph.nodes)
         inputs = [b.source(s) for s in tx.gb.input_sources]
         graph_call = f"graph({', '.join(inputs)})" if has_graph else None
-        text = b.render(body, graph_call, self._side_effect_lines())
+        if effect_lines and not has_graph:
+            effect_lines.insert(0, "outs = ()")
+        text = b.render(body, graph_call, effect_lines)
         captured = CapturedGraph(gm=gm, example_inputs=list(tx.gb.example_inputs),
                                  input_sources=list(tx.gb.input_sources),
                                  output=("tuple", [("out", i) for i in range(len(b.outputs))]),
@@ -289,8 +292,18 @@ class _Plan:
 
         return BrokenFrame(captured, self.record, has_graph, finish, text)
 
-    def _side_effect_lines(self) -> list[str]:
-        return []
+    def _side_effects(self) -> list[str]:
+        """Mutations of outside state the prefix recorded (side_effects.py): applied right after
+        the graph, before anything else runs. Their tensors are the graph's first outputs."""
+        out = OutputBuilder(self.tx)
+        plan = out.effects
+        if plan is None:
+            return []
+        for t in out.outputs:
+            self.b.tensor_output(t)
+        objects = [self.b.source(s) for s in out.passthrough[:plan.n_objects]]
+        self.b.ns["effects"] = plan
+        return [f"effects.apply(outs, ({''.join(o + ', ' for o in objects)}))"]
 
     # -- the breaking instruction ------------------------------------------------------------------------
     def _action(self, operands: list[Value], below: list[Value]) -> tuple[list[str], list]:

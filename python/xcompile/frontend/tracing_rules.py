@@ -29,6 +29,8 @@ import types
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+import torch
+
 from .exc import Unsupported
 from .sources import AttrSource
 from .values import ConstantValue, FunctionValue, Value
@@ -43,8 +45,9 @@ class ForbiddenInGraph(AssertionError):
 
 # id(obj) -> (obj, rule); the object is kept alive by the entry.
 _RULES: dict[int, tuple[Any, str]] = {}
-# type -> function(tx, obj, source) -> Value: objects with a special meaning to the tracer.
-SPECIAL_TYPES: dict[type, Callable[["Tracer", Any, Any], Value]] = {}
+# type -> function(tx, obj, source, covered) -> Value | None: objects with a special meaning to
+# the tracer (the function installs the guards it needs).
+SPECIAL_TYPES: dict[type, Callable[["Tracer", Any, Any, bool], Value | None]] = {}
 
 GRAPH_BREAK_REASON = "Call to `xcompile.graph_break()`"
 
@@ -110,17 +113,15 @@ def _name(obj: Any) -> str:
 # -- hooks called by the interpreter -------------------------------------------------------------------
 def wrap_special(tx: "Tracer", obj: Any, source, covered: bool) -> Value | None:
     """A value for ``obj`` when it has a special meaning to the tracer, else None."""
-    make = SPECIAL_TYPES.get(type(obj))
-    if make is not None:
+    entry = _RULES.get(id(obj))
+    if entry is not None and entry[0] is obj:
         if source is not None and not covered:
             tx.guards.identity(source, obj)
-        return make(tx, obj, source)
-    entry = _RULES.get(id(obj))
-    if entry is None or entry[0] is not obj:
-        return None
-    if source is not None and not covered:
-        tx.guards.identity(source, obj)
-    return TracingApiValue(obj, entry[1], source=source, covered=True)
+        return TracingApiValue(obj, entry[1], source=source, covered=True)
+    make = SPECIAL_TYPES.get(type(obj))
+    if make is not None:
+        return make(tx, obj, source, covered)
+    return None
 
 
 def before_inline(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
@@ -265,6 +266,49 @@ def _call_eogb_value(tx, v: ErrorOnGraphBreakValue, args, kwargs) -> Value:
                       "Decorate the function outside the compiled region.")
 
 
+def _identity(make):
+    def row(tx, obj, source, covered):
+        if source is not None and not covered:
+            tx.guards.identity(source, obj)
+        return make(tx, obj, source)
+    return row
+
+
+def _bound_method(tx, m: types.MethodType, source, covered) -> Value | None:
+    """``no_grad().__exit__`` (and friends) of a context entered before this frame started, as
+    the stack value a resume function receives inside a `with` block: leaving it is traced."""
+    if m.__func__ not in _GRAD_EXITS:
+        return None
+    from .values import ContextExitValue, GradModeValue
+    ctx = m.__self__
+    prev = getattr(ctx, "prev", None)
+    if not isinstance(prev, bool):
+        return None
+    if source is not None:
+        tx.guards.identity(AttrSource(source, "__func__"), m.__func__)
+        tx.guards.constant(AttrSource(AttrSource(source, "__self__"), "prev"), prev)
+    enabled = torch.is_grad_enabled()
+    return ContextExitValue(GradModeValue(enabled, exit_to=prev))
+
+
+_GRAD_EXITS = {torch.no_grad.__exit__, torch.enable_grad.__exit__, torch.set_grad_enabled.__exit__}
+
+
+def _nested_function(tx, fn: types.FunctionType, source, covered) -> Value | None:
+    """A function made inside another function (a closure, a lambda): a new object on every call
+    of its maker, e.g. each time a broken frame hands it to its resume function. Guarded on its
+    code, not its identity; its defaults and cells are guarded where they are read."""
+    if fn.__closure__ is None and "<locals>" not in fn.__qualname__:
+        return None
+    from . import rules
+    if fn in rules.FOLD_AT_TRACE or fn in rules.FORBIDDEN or rules.is_torch_op(fn):
+        return None
+    if source is not None and not covered:
+        tx.guards.object_type(source, fn)
+        tx.guards.identity(AttrSource(source, "__code__"), fn.__code__)
+    return FunctionValue(fn, source=source)
+
+
 def _compiled_function(tx, cf, source) -> Value:
     """A function compiled with xcompile.compile, called inside a trace: its body is inlined
     (the outer trace's fullgraph/backend apply)."""
@@ -291,13 +335,16 @@ def _register_interpreter_rows() -> None:
     _CALLERS[ErrorOnGraphBreakValue] = _call_eogb_value
     _REAL_OBJECT_FIELD[TracingApiValue] = "obj"
     CONTEXT_VALUES[ErrorOnGraphBreakValue] = (_enter_eogb, _exit_eogb)
-    SPECIAL_TYPES[_C.CompiledFunction] = _compiled_function
-    SPECIAL_TYPES[OptimizedModule] = _optimized_module
+    SPECIAL_TYPES[_C.CompiledFunction] = _identity(_compiled_function)
+    SPECIAL_TYPES[OptimizedModule] = _identity(_optimized_module)
+    SPECIAL_TYPES[types.MethodType] = _bound_method
+    SPECIAL_TYPES[types.FunctionType] = _nested_function
 
 
 def register_eogb_class(cls: type) -> None:
     """``error_on_graph_break(flag)`` objects: a context value when traced."""
-    SPECIAL_TYPES[cls] = lambda tx, obj, source: ErrorOnGraphBreakValue(bool(obj.flag), obj, source=source)
+    SPECIAL_TYPES[cls] = _identity(lambda tx, obj, source: ErrorOnGraphBreakValue(bool(obj.flag), obj,
+                                                                               source=source))
     _CONTEXT_METHODS.update({cls.__enter__, cls.__exit__})
 
 
