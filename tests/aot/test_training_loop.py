@@ -26,7 +26,7 @@ def train(run, params, name, shape, dtype):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name,dtype", [("gelu_mlp", torch.float32), ("conv_bn", torch.float32),
-                                        ("transformer", torch.float64)])
+                                        ("transformer", torch.float32)])
 def test_adamw_loss_curve_matches_eager(name, dtype):
     with xcompile.config.patch(fallback_random=True):
         eager, fn, twin, shape = make_pair(name, dtype)
