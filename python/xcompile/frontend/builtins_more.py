@@ -14,6 +14,7 @@ may be tensors; only the control decisions (lengths, keys, predicates) must be c
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import itertools
 import operator
@@ -329,6 +330,12 @@ def _object_init_call(tx, args, kwargs):
     if len(args) > 1 or kwargs:
         raise PythonError.of(TypeError("object.__init__() takes exactly one argument (the instance to initialize)"))
     return ConstantValue(None)
+
+
+@builtin(contextlib._GeneratorContextManager)
+def _generator_context(tx, args, kwargs):
+    from .contexts import make_generator_context
+    return make_generator_context(tx, list(args), dict(kwargs))
 
 
 # -- functools -----------------------------------------------------------------------------------------------

@@ -69,8 +69,11 @@ def _autocast(args, kwargs) -> Value:
     enabled = dict(zip(kwargs, vals[len(args):])).get("enabled", True)
     if enabled is False and isinstance(device, str) and not torch.is_autocast_enabled(device):
         return NoOpContextValue(f"torch.autocast({device!r}, enabled=False) (autocast already off)")
-    raise Unsupported("torch.autocast inside a compiled region",
-                      "Call the compiled function under torch.autocast instead.")
+    from .contexts import make_autocast
+    named = dict(zip(("device_type", "dtype", "enabled", "cache_enabled"), vals[:len(args)]))
+    named.update(zip(kwargs, vals[len(args):]))
+    return make_autocast(named.get("device_type"), named.get("dtype"), named.get("enabled", True),
+                         named.get("cache_enabled"))
 
 
 def kwargs_device(kwargs):
@@ -190,6 +193,10 @@ def _context_exit(tx: "Tracer", v: ContextExitValue, args, kwargs) -> Value:
         switch_grad_mode(tx, ctx.exit_to)
     elif type(ctx) in CONTEXT_VALUES:
         CONTEXT_VALUES[type(ctx)][1](tx, ctx)
+    else:
+        from .contexts import CONTEXT_CLASSES, exit_context
+        if isinstance(ctx, CONTEXT_CLASSES):
+            return exit_context(tx, ctx, list(args))
     return ConstantValue(None)
 
 

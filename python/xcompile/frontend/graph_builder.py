@@ -11,6 +11,7 @@ result's metadata, then the node is added and the result wrapped as values.
 """
 from __future__ import annotations
 
+import contextlib
 import operator
 import re
 from typing import Any, Callable
@@ -73,6 +74,7 @@ class GraphBuilder:
         self.graph = torch.fx.Graph()
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
         self.grad_enabled = grad_enabled
+        self.autocast_modes: list[tuple] = []          # active torch.autocast(...) arguments, innermost last
         self.input_sources: list[Source] = []
         self.example_inputs: list[torch.Tensor] = []
         self.root: dict[str, Any] = {}                 # get_attr target -> the real tensor
@@ -154,7 +156,9 @@ class GraphBuilder:
 
     def run_fake(self, fn: Callable, fargs, fkwargs, what: str):
         try:
-            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled):
+            with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), contextlib.ExitStack() as modes:
+                for mode in self.autocast_modes:
+                    modes.enter_context(torch.autocast(*mode))
                 return fn(*fargs, **fkwargs)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             raise Unsupported(f"data-dependent operator: {what}", _DATA_DEPENDENT_HINT, str(e)) from e

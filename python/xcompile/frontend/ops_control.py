@@ -115,9 +115,13 @@ def before_with(f: Frame, inst: Instr) -> None:
             ctx.exit_to = ctx.prev
     elif type(ctx) in CONTEXT_VALUES:
         CONTEXT_VALUES[type(ctx)][0](f.tx, ctx)
-    elif not isinstance(ctx, NoOpContextValue):
-        raise Unsupported(f"`with` on {ctx.describe()}",
-                          "Only torch.no_grad/enable_grad/set_grad_enabled contexts are supported yet.")
+    elif not isinstance(ctx, NoOpContextValue):      # user classes, @contextmanager, autocast
+        from .contexts import enter_context
+        ctx, entered = enter_context(f.tx, ctx)
+        f.ctx_stack.append(ctx)
+        f.stack.append(ContextExitValue(ctx))
+        f.push(entered)
+        return
     f.ctx_stack.append(ctx)
     f.stack.append(ContextExitValue(ctx))
     f.push(ConstantValue(None))

@@ -213,6 +213,19 @@ class Tracer:
         replaced = tracing_rules.before_inline(self, fn, args, kwargs)   # disable(), allow_in_graph, ...
         if replaced is not None:
             return replaced
+        child = self.call_frame(parent, fn, args, kwargs)
+        self.depth += 1
+        try:
+            result = child.run()
+        finally:
+            self.depth -= 1
+        if child.yields is not None:            # a generator, run to exhaustion: its items
+            return IteratorValue(child.yields)
+        return result
+
+    def call_frame(self, parent: Frame | None, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Frame:
+        """The frame a call of ``fn`` runs in, arguments bound, not started (contexts.py runs a
+        @contextmanager generator's frame in two halves)."""
         if isinstance(fn, FunctionValue):
             f = fn.fn
             code = f.__code__
@@ -240,15 +253,7 @@ class Tracer:
         if self.depth >= MAX_INLINE_DEPTH:
             raise Unsupported(f"call depth above {MAX_INLINE_DEPTH} while inlining {code.co_name}",
                               "Recursion cannot be unrolled; restructure the function.")
-        child = Frame(self, code, f_locals, cells, globals_, parent)
-        self.depth += 1
-        try:
-            result = child.run()
-        finally:
-            self.depth -= 1
-        if child.yields is not None:            # a generator, run to exhaustion: its items
-            return IteratorValue(child.yields)
-        return result
+        return Frame(self, code, f_locals, cells, globals_, parent)
 
     def _function_globals(self, f: types.FunctionType, fn_source: Source | None) -> Globals:
         fs = self.frame_state

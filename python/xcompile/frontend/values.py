@@ -369,6 +369,53 @@ class NoOpContextValue(Value):
 
 
 @dataclass(eq=False)
+class UserContextValue(Value):
+    """An active ``with`` on an object whose class defines ``__enter__``/``__exit__`` (inlined)."""
+
+    obj: Value
+    exit_fn: Value                           # the bound __exit__
+
+    def describe(self) -> str:
+        return f"context manager {self.obj.describe()}"
+
+
+@dataclass(eq=False)
+class GeneratorContextValue(Value):
+    """``@contextlib.contextmanager`` called: the generator runs to its yield on enter, on from
+    there on exit (``frame`` is its suspended frontend frame once entered)."""
+
+    func: Value
+    args: list[Value]
+    kwargs: dict[str, Value]
+    frame: Any = None
+    yield_index: int = -1
+
+    def python_type(self) -> type:
+        import contextlib
+        return contextlib._GeneratorContextManager
+
+    def describe(self) -> str:
+        return f"@contextmanager {self.func.describe()}"
+
+
+@dataclass(eq=False)
+class AutocastValue(Value):
+    """``torch.autocast(...)``: enter/exit become graph nodes (torch.amp._enter/_exit_autocast)."""
+
+    device_type: str
+    dtype: Any
+    enabled: bool
+    cache_enabled: Any
+    node: Any = None                         # the enter node while active
+
+    def python_type(self) -> type:
+        return torch.autocast
+
+    def describe(self) -> str:
+        return f"torch.autocast({self.device_type!r}, dtype={self.dtype}, enabled={self.enabled})"
+
+
+@dataclass(eq=False)
 class ContextExitValue(Value):
     """The bound ``__exit__`` that BEFORE_WITH pushes."""
 

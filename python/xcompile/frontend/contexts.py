@@ -1,0 +1,151 @@
+"""``with`` blocks on context managers beyond the grad modes (which stay in ops_control/calls).
+
+    user class with __enter__/__exit__   both inlined; __exit__ gets (type, exc, tb) on an
+                                         exception and its result decides suppression
+    @contextlib.contextmanager           the generator's frame runs to its ``yield`` on enter and
+                                         on from there on exit; an exception is thrown in at the
+                                         ``yield`` (its try/except/finally run)
+    torch.autocast(...)                  graph nodes torch.amp._enter_autocast / _exit_autocast
+                                         around the block; ops in it are traced under autocast
+
+``enter_context(tx, ctx) -> (active ctx, value of `as`)`` is called by BEFORE_WITH;
+``exit_context(tx, ctx, args) -> value`` by the exit call (normal exit: three Nones).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from .attrs import AttrMissing, load_attr
+from .exc import PythonError, Unsupported
+from .values import (
+    AutocastValue,
+    ConstantValue,
+    GeneratorContextValue,
+    UserContextValue,
+    Value,
+)
+
+if TYPE_CHECKING:
+    from .tracer import Frame, Tracer
+
+
+def _call(tx: "Tracer", fn: Value, args: list[Value]) -> Value:
+    from .calls import call_value
+    return call_value(tx, fn, args, {})
+
+
+# -- entering -----------------------------------------------------------------------------------------------
+def enter_context(tx: "Tracer", ctx: Value) -> tuple[Value, Value]:
+    if isinstance(ctx, AutocastValue):
+        return ctx, _enter_autocast(tx, ctx)
+    if isinstance(ctx, GeneratorContextValue):
+        return ctx, _enter_generator(tx, ctx)
+    try:
+        enter = load_attr(tx, ctx, "__enter__")
+        exit_fn = load_attr(tx, ctx, "__exit__")
+    except AttrMissing:
+        raise Unsupported(f"`with` on {ctx.describe()}, which is not a context manager",
+                          "The same code raises TypeError in eager mode.") from None
+    except Unsupported as e:
+        raise Unsupported(f"`with` on {ctx.describe()}: {e.reason}",
+                          "Context managers whose __enter__/__exit__ are Python code are supported.") from e
+    return UserContextValue(ctx, exit_fn), _call(tx, enter, [])
+
+
+def exit_context(tx: "Tracer", ctx: Value, args: list[Value]) -> Value:
+    if isinstance(ctx, AutocastValue):
+        _exit_autocast(tx, ctx)
+        return ConstantValue(None)
+    if isinstance(ctx, GeneratorContextValue):
+        return _exit_generator(tx, ctx, args)
+    if isinstance(ctx, UserContextValue):
+        return _call(tx, ctx.exit_fn, list(args))
+    raise AssertionError(ctx)
+
+
+CONTEXT_CLASSES = (UserContextValue, GeneratorContextValue, AutocastValue)
+
+
+# -- torch.autocast -----------------------------------------------------------------------------------------
+def make_autocast(device_type, dtype, enabled, cache_enabled) -> AutocastValue:
+    if not isinstance(device_type, str):
+        raise Unsupported(f"torch.autocast with device_type {device_type!r}")
+    if dtype is None:
+        dtype = torch.get_autocast_dtype(device_type)
+    return AutocastValue(device_type, dtype, bool(enabled), cache_enabled)
+
+
+def _enter_autocast(tx: "Tracer", ctx: AutocastValue) -> Value:
+    gb = tx.gb
+    ctx.node = gb.graph.call_function(torch.amp._enter_autocast,
+                                      (ctx.device_type, ctx.dtype, ctx.enabled, ctx.cache_enabled))
+    gb.autocast_modes.append((ctx.device_type, ctx.dtype, ctx.enabled, ctx.cache_enabled))
+    return ctx
+
+
+def _exit_autocast(tx: "Tracer", ctx: AutocastValue) -> None:
+    gb = tx.gb
+    gb.graph.call_function(torch.amp._exit_autocast, (ctx.node,))
+    gb.autocast_modes.pop()
+
+
+# -- @contextlib.contextmanager -------------------------------------------------------------------------------
+def make_generator_context(tx: "Tracer", args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """``contextlib._GeneratorContextManager(func, args, kwds)`` (what the decorator's helper makes)."""
+    from .iteration import items_of
+    from .values import DictValue
+    func, a, kw = args
+    if not isinstance(kw, DictValue):
+        raise Unsupported("@contextmanager with non-dict keyword arguments")
+    return GeneratorContextValue(func, items_of(tx, a), {k: tx.resolve(v) for k, v in kw.items.items()})
+
+
+def _resume(tx: "Tracer", frame: "Frame") -> None:
+    """Run a generator frame until its next yield or its end."""
+    n = len(frame.yields)
+    tx.depth += 1
+    try:
+        while not frame.done and len(frame.yields) == n:
+            frame.step()
+    except Unsupported as e:
+        e.user_stack.insert(0, frame.user_frame())
+        raise
+    finally:
+        tx.depth -= 1
+
+
+def _enter_generator(tx: "Tracer", ctx: GeneratorContextValue) -> Value:
+    frame = tx.call_frame(None, ctx.func, ctx.args, ctx.kwargs)
+    if frame.yields is None:
+        raise Unsupported(f"@contextmanager on {ctx.func.describe()}, which is not a generator")
+    _resume(tx, frame)
+    if frame.done:
+        raise PythonError.of(RuntimeError("generator didn't yield"))
+    ctx.frame, ctx.yield_index = frame, frame.ip - 1
+    return tx.resolve(frame.yields[-1])
+
+
+def _exit_generator(tx: "Tracer", ctx: GeneratorContextValue, args: list[Value]) -> Value:
+    from .exceptions import handle_exception, real_exception
+    frame = ctx.frame
+    exc = args[1] if len(args) > 1 else ConstantValue(None)
+    if real_exception(exc) is None:                      # normal exit: run to the end
+        _resume(tx, frame)
+        if not frame.done:
+            raise PythonError.of(RuntimeError("generator didn't stop"))
+        return ConstantValue(False)
+    err = PythonError(exc)                               # throw it in at the yield
+    if not handle_exception(frame, frame.instrs[ctx.yield_index], err):
+        return ConstantValue(False)                      # not caught there: the with re-raises it
+    try:
+        _resume(tx, frame)
+    except PythonError as e:
+        if e.value is exc or real_exception(e.value) is real_exception(exc):
+            return ConstantValue(False)                  # re-raised: not suppressed
+        raise
+    if not frame.done:
+        raise PythonError.of(RuntimeError("generator didn't stop after throw()"))
+    return ConstantValue(True)                           # caught in the generator: suppressed
+
