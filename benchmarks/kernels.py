@@ -147,8 +147,11 @@ def main(argv=None):
     ap.add_argument("--only", default="")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--warm", action="store_true", help="keep the compilers' on-disk caches")
+    ap.add_argument("--threads", type=int, default=0, help="torch/OpenMP threads (default: torch's)")
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
+    if a.threads:
+        torch.set_num_threads(a.threads)
     if not a.warm:
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-inductor-")
         os.environ["XCOMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="bench-xcompile-")

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from .. import config
 
-CPP_FLAGS = ["-O3", "-march=native", "-fopenmp", "-fno-math-errno", "-fno-trapping-math", "-shared",
-             "-fPIC", "-std=gnu++17", "-w"]
+CPP_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fno-math-errno",
+             "-fno-trapping-math", "-shared", "-fPIC", "-std=gnu++17", "-w"]
 
 
 # every compiler run of this process, by key (tests check that a warm cache builds nothing)
