@@ -193,3 +193,27 @@ def test_namedtuple_plan_is_built_without_the_callback():
         C.set_callback(prev)
     assert out == Pair(1, 2) and type(out) is Pair
     assert seen == []  # Pair.__new__ (Python code) ran without a callback
+
+
+def test_code_objects_with_other_extras_free_cleanly():
+    """torch.compile also stores state on code objects; freeing those codes calls our free
+    function with an empty (NULL) slot. Regression test for a crash."""
+    import subprocess
+    import sys
+
+    script = (
+        "import gc, torch, xcompile._C as C\n"
+        "def mine(x):\n    return x\n"
+        "C.cache_add(mine, C.CacheEntry.graph(C.RootGuard(0), lambda: (), 0, ('const', 1)))\n"
+        "ns = {}\n"
+        "exec('def theirs(x):\\n    return x + 1\\n', ns)\n"
+        "f = torch.compile(ns['theirs'], backend='eager')\n"
+        "f(torch.ones(2))\n"
+        "torch._dynamo.reset()\n"
+        "del f, ns\n"
+        "gc.collect()\n"
+        "C.cache_clear_all()\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip().endswith("ok"), proc.stderr[-2000:]
