@@ -22,6 +22,14 @@ def test_table_is_large_and_unique():
     assert len(set(CASE_IDS)) == len(CASE_IDS)
 
 
-@pytest.mark.parametrize("case", ALL_CASES, ids=CASE_IDS)
+# Programs on which torch.compile itself is wrong (found by this validation); xcompile must get them right.
+REFERENCE_BUGS = {
+    "control.range_object_properties": "torch.compile (2.13) returns `8 in range(...)` as an int, not a bool",
+}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=REFERENCE_BUGS[c.name]))
+    if c.name in REFERENCE_BUGS else c for c in ALL_CASES], ids=CASE_IDS)
 def test_reference_captures_whole(case):
     run_case(case, TORCH_REFERENCE)
