@@ -159,9 +159,13 @@ PYBIND11_MODULE(_C, m) {
       .def_static("code", &CacheEntry::code, py::arg("guard"), py::arg("runner"))
       .def_readonly("guard", &CacheEntry::guard)
       .def_property_readonly("kind",
-                             [](const CacheEntry& e) { return e.kind == CacheEntry::GRAPH ? "graph" : "code"; })
-      .def_property_readonly("compiled_fn", [](const CacheEntry& e) { return entry_fn(e, CacheEntry::GRAPH); })
-      .def_property_readonly("runner", [](const CacheEntry& e) { return entry_fn(e, CacheEntry::CODE); })
+                             [](const CacheEntry& e) {
+                               return e.kind == CacheEntry::GRAPH ? "graph" : "code";
+                             })
+      .def_property_readonly("compiled_fn",
+                             [](const CacheEntry& e) { return entry_fn(e, CacheEntry::GRAPH); })
+      .def_property_readonly("runner",
+                             [](const CacheEntry& e) { return entry_fn(e, CacheEntry::CODE); })
       .def_property_readonly("output_plan", [](const CacheEntry& e) { return e.plan_object; })
       .def_property_readonly("n_inputs", [](const CacheEntry& e) { return e.n_inputs; })
       .def_readonly("hits", &CacheEntry::hits)

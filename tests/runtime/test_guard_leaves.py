@@ -301,3 +301,33 @@ def test_module_tree_eval_twice_passes_after_recompile():
     m.train()
     assert not check(eval_guard, m)
     assert check(train_guard, m)
+
+
+def test_module_tree_keeps_watched_dicts_alive_until_released():
+    import gc
+    import weakref
+
+    m = Net()
+    refs = [weakref.ref(m), weakref.ref(m.lin)]
+    root = module_root(m)
+    del m
+    gc.collect()
+    assert all(r() is not None for r in refs)  # the guard holds the tree: no stale pointers
+    assert not check(root, Net())
+    assert check(root, refs[0]())
+    del root
+    gc.collect()
+    assert all(r() is None for r in refs)
+
+
+def test_dict_unchanged_survives_resizes():
+    d = {f"k{i}": i for i in range(5)}
+    root = one_leaf(lambda n: n.add_dict_unchanged(d, "DICT d"))
+    for i in range(2000):  # forces several table resizes
+        d[f"extra{i}"] = i
+    assert not check(root, d)
+    for i in range(2000):
+        del d[f"extra{i}"]
+    assert check(root, d)  # same pairs, same order again
+    d.clear()
+    assert not check(root, d)
