@@ -58,6 +58,8 @@ def _tensor(tx: "Tracer", t: torch.Tensor, source, covered) -> Value:
         raise Unsupported(f"tensor subclass {type(t).__name__}", "Pass plain torch.Tensor inputs.")
     known = tx.gb.by_id.get(id(t))
     if known is not None:
+        if _needs_guard(source, covered):
+            tx.guards.alias(source, known.source if known.source in tx.gb.input_sources else None, t)
         return known
     if covered or source is None:
         return tx.gb.get_attr(t, source)

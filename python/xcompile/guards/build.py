@@ -4,6 +4,8 @@ The interpreter calls one method per fact it relied on; each installs the guard 
 that protects that fact (see ``guards/spec.py`` for the kinds):
 
     tensor_input(src, t)     a graph input: TENSOR_MATCH, and it joins ``no_aliasing``
+    alias(src, first, t)     the same tensor object reached again: SAME_OBJECT with input ``first``
+                             (or ID_MATCH when it is a parameter/buffer of the graph)
     constant(src, v)         a specialized non-tensor input: EQUALS_MATCH
     identity(src, obj)       a function, class, python module or other object used as-is: ID_MATCH
     object_type(src, obj)    attributes were read from it: TYPE_MATCH
@@ -42,6 +44,17 @@ class GuardBuilder:
         self.guard_set.add(source, spec.TENSOR_MATCH, t)
         if source not in self.guard_set.no_aliasing:
             self.guard_set.no_aliasing.append(source)
+
+    def alias(self, source: Source, first: Source | None, t: torch.Tensor) -> None:
+        """``source`` reached a tensor the trace already has (input ``first``, or a parameter)."""
+        if source == first:
+            return
+        if first is not None and first in self.guard_set.no_aliasing:
+            pair = (first, source)
+            if pair not in self.guard_set.same_object:
+                self.guard_set.same_object.append(pair)
+        else:
+            self.guard_set.add(source, spec.ID_MATCH, t)
 
     def constant(self, source: Source, value) -> None:
         if equals_matchable(value):

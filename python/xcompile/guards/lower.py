@@ -65,13 +65,19 @@ def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
                  passthrough_sources: list[Source] = ()):
     """Build the C++ RootGuard: guards, input slots, no-aliasing and global state."""
     n_inputs = len(input_sources)
-    low = _Lowering(n_inputs + len(passthrough_sources))
+    n_fixed = n_inputs + len(passthrough_sources)
+    # One extra slot per SAME_OBJECT pair, after the inputs and pass-through values.
+    low = _Lowering(n_fixed + len(guards.same_object))
     for g in guards.guards:
         low.add(g)
     for i, src in enumerate(input_sources):
         low.node(src).set_slot(i)
     for k, src in enumerate(passthrough_sources):
         low.node(src).set_slot(n_inputs + k)
+    for j, (first, again) in enumerate(guards.same_object):
+        low.node(again).set_slot(n_fixed + j)
+        low.root.add_same_object([input_sources.index(first), n_fixed + j],
+                                 f"SAME_OBJECT: {again.name()} is {first.name()}")
     alias_slots = [input_sources.index(s) for s in guards.no_aliasing if s in input_sources]
     if len(alias_slots) > 1:
         low.root.add_no_aliasing(alias_slots, "NO_TENSOR_ALIASING: " +

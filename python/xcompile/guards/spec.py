@@ -50,6 +50,9 @@ class GuardSet:
     guards: list[Guard] = field(default_factory=list)
     # Tensor inputs that were distinct objects at trace time must stay distinct.
     no_aliasing: list[Source] = field(default_factory=list)
+    # (first, again): ``again`` reached the same tensor object as the input ``first`` at trace
+    # time (one placeholder serves both), so it must keep being that object.
+    same_object: list[tuple[Source, Source]] = field(default_factory=list)
     # Grad mode / inference mode / autocast as seen at trace time (checked in C++).
     global_state: bool = True
 
@@ -66,6 +69,8 @@ class GuardSet:
         lines = [str(g) for g in self.guards]
         if len(self.no_aliasing) > 1:
             lines.append("NO_TENSOR_ALIASING: " + ", ".join(s.name() for s in self.no_aliasing))
+        for first, again in self.same_object:
+            lines.append(f"SAME_OBJECT: {again.name()} is {first.name()}")
         if self.global_state:
             lines.append("GLOBAL_STATE: grad_mode, inference_mode, autocast")
         return "\n".join(lines)
