@@ -159,7 +159,7 @@ def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
     stored = stored_attribute(tx, v.obj, name)
     if stored is not None:                        # assigned earlier in this trace
         return stored
-    if type(v.obj).__getattribute__ is not object.__getattribute__:
+    if type(v.obj).__getattribute__ not in (object.__getattribute__, BaseException.__getattribute__):
         raise Unsupported(f"attribute read on {v.describe()}, which defines __getattribute__")
     r = object_attr(tx, v, v.obj, name, covered=False)
     if r is _MISSING:

@@ -36,6 +36,7 @@ from .values import (
     TensorValue,
     TorchOpValue,
     TupleValue,
+    UserObjectValue,
     Value,
 )
 
@@ -127,6 +128,9 @@ def _callable(tx, args, kwargs):
 # -- numbers --------------------------------------------------------------------------------------------
 def _fold_or_unsupported(fn, what):
     def h(tx, args, kwargs):
+        if fn in (str, repr) and len(args) == 1 and isinstance(args[0], UserObjectValue) \
+                and isinstance(args[0].obj, BaseException):          # made at trace time: constant
+            return fold(fn, args[0].obj)
         if any(isinstance(a, TensorValue) for a in args):
             raise Unsupported(f"{what}() of a tensor needs its value at trace time",
                               "Keep the value as a tensor, or move this out of the compiled region.")

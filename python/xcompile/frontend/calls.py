@@ -7,6 +7,7 @@
 """
 from __future__ import annotations
 
+import abc
 import contextlib
 import types
 from typing import TYPE_CHECKING, Any, Callable
@@ -59,7 +60,7 @@ def _set_grad_enabled(tx: "Tracer", args) -> Value:
     return GradModeValue(bool(args[0].value), prev=prev)
 
 
-def _autocast(args, kwargs) -> Value:
+def _autocast(tx: "Tracer", args, kwargs) -> Value:
     from .pyops import as_constant
     consts = [as_constant(a) for a in [*args, *kwargs.values()]]
     if not all(ok for ok, _ in consts):
@@ -67,7 +68,8 @@ def _autocast(args, kwargs) -> Value:
     vals = [c for _, c in consts]
     device = vals[0] if args else kwargs_device(kwargs)
     enabled = dict(zip(kwargs, vals[len(args):])).get("enabled", True)
-    if enabled is False and isinstance(device, str) and not torch.is_autocast_enabled(device):
+    if enabled is False and isinstance(device, str) and not torch.is_autocast_enabled(device) \
+            and not tx.gb.autocast_modes:
         return NoOpContextValue(f"torch.autocast({device!r}, enabled=False) (autocast already off)")
     from .contexts import make_autocast
     named = dict(zip(("device_type", "dtype", "enabled", "cache_enabled"), vals[:len(args)]))
@@ -138,7 +140,7 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
     if cls is contextlib.nullcontext and not args:
         return NoOpContextValue("contextlib.nullcontext()")
     if cls is torch.autocast:
-        return _autocast(args, kwargs)
+        return _autocast(tx, args, kwargs)
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
         from .builtins_rules import make_namedtuple
         return make_namedtuple(tx, cls, list(args), dict(kwargs))
@@ -148,13 +150,14 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
         if all(ok for ok, _ in consts) and not kwargs:
             return UserObjectValue(cls(*[c for _, c in consts]))
         return UserObjectValue(cls())
-    if _is_plain_user_class(cls):
+    from .builtins_rules import BUILTINS
+    if _is_plain_user_class(cls) and cls not in BUILTINS:
         return _construct(tx, cls, args, kwargs)
     return _builtin(tx, v, args, kwargs)
 
 
 def _is_plain_user_class(cls) -> bool:
-    if not isinstance(cls, type) or type(cls) is not type or rules.is_trusted_module_name(cls.__module__):
+    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or rules.is_trusted_module_name(cls.__module__):
         return False
     if cls.__module__ == "builtins" or issubclass(cls, torch.nn.Module) or "__slots__" in cls.__dict__:
         return False
