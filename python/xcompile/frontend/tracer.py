@@ -72,7 +72,13 @@ class Globals:
         if name in self.f_globals:
             return tx.wrap(self.f_globals[name], self.source_of(name))
         if name in self.f_builtins:
-            return tx.wrap(self.f_builtins[name], None)   # builtins are not guarded
+            obj = self.f_builtins[name]
+            src = self.source_of(name)
+            if isinstance(src, GlobalSource):
+                # G[name] resolves globals-then-builtins in C++: the guard fails if a global of
+                # that name appears later and shadows the builtin.
+                tx.guards.identity(src, obj)
+            return tx.wrap(obj, None)
         raise PythonError.of(NameError(f"name {name!r} is not defined"))
 
 
