@@ -177,6 +177,10 @@ class RunnerBuilder:
             return self.const(v.value)
         if isinstance(v, NullValue):
             raise CannotResume("a NULL stack slot where a value is needed")
+        rebuild = getattr(v, "rebuild_as", None)          # tracing_rules._rebuilt_as
+        if rebuild is not None:
+            obj, src = rebuild
+            return self.source(src) if src is not None else self.const(obj)
         if v.source is not None and not isinstance(v, (GradModeValue, ContextExitValue)):
             return self.source(v.source)
         name = self._memo.get(id(v))

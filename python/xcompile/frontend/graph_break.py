@@ -190,7 +190,7 @@ def capture(fs: FrameState, *, fullgraph: bool = False) -> WholeFrame | BrokenFr
         record.resumed = False
         report_break(record)
         return EagerFrame(record, "the return value cannot be rebuilt")
-    if fullgraph or flag:
+    if fullgraph or (flag and not getattr(err, "never_an_error", False)):
         raise err
     record = BreakRecord.of(err)
     try:

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
+import torch.utils._pytree as pytree
 
 from .exc import Unsupported
 from .sources import AttrSource
-from .values import ConstantValue, FunctionValue, Value
+from .values import ConstantValue, DictValue, FunctionValue, ListValue, TupleValue, Value
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -132,8 +133,10 @@ def before_inline(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, 
     rule = rule_of(f)
     if rule is None:
         if f in _CONTEXT_METHODS:
-            raise Unsupported(f"calling {_name(f)} of a context entered outside the traced code",
-                              "The call runs eagerly.")
+            e = Unsupported(f"calling {_name(f)} of a context entered outside the traced code",
+                            "The call runs eagerly.")
+            e.never_an_error = True     # leaving an error_on_graph_break(True) region is not in it
+            raise e
         return None
     return call_rule(tx, f, rule, args, kwargs)
 
@@ -157,16 +160,51 @@ def _graph_break(tx, obj, args, kwargs) -> Value:
 
 
 def _graph_node(nonstrict: bool):
+    """One graph node calling the real function; its outputs (a pytree of tensors and
+    constants) come back as the node's flat leaves and are rebuilt as values here."""
     def call(tx, obj, args, kwargs) -> Value:
         what = f"{_name(obj)} ({'nonstrict_trace' if nonstrict else 'allow_in_graph'})"
+        spec: list = []
+
+        def flat_call(*a, **k):
+            leaves, tree = pytree.tree_flatten(obj(*a, **k))
+            spec[:] = [tree]
+            return tuple(leaves)
+
+        flat_call.__name__ = flat_call.__qualname__ = f"{'nonstrict' if nonstrict else 'allowed'}_{_ident(obj)}"
         fm = tx.gb.fake_mode
         old = fm.allow_non_fake_inputs
         fm.allow_non_fake_inputs = True       # tensors the function reads besides its inputs
         try:
-            return tx.gb.call("call_function", obj, args, kwargs, what=what)
+            flat = tx.gb.call("call_function", flat_call, args, kwargs, what=what)
         finally:
             fm.allow_non_fake_inputs = old
+        leaves = list(flat.items) if isinstance(flat, TupleValue) else \
+            [ConstantValue(c) for c in flat.value] if isinstance(flat, ConstantValue) else None
+        if leaves is None or not spec:
+            raise Unsupported(f"{what} returned something that is not a pytree of tensors and constants")
+        return _unflatten(pytree.tree_unflatten(list(range(len(leaves))), spec[0]), leaves, what)
     return call
+
+
+def _ident(obj: Any) -> str:
+    return "".join(c if c.isalnum() else "_" for c in getattr(obj, "__name__", "fn"))
+
+
+def _unflatten(struct: Any, leaves: list[Value], what: str) -> Value:
+    if type(struct) is int:
+        return leaves[struct]
+    if type(struct) is list:
+        return ListValue([_unflatten(s, leaves, what) for s in struct])
+    if isinstance(struct, tuple):
+        cls = type(struct) if hasattr(type(struct), "_fields") else tuple
+        return TupleValue([_unflatten(s, leaves, what) for s in struct], cls=cls)
+    if type(struct) is dict:
+        return DictValue({k: _unflatten(s, leaves, what) for k, s in struct.items()})
+    if struct is None:
+        return ConstantValue(None)
+    raise Unsupported(f"{what} returned a {type(struct).__name__}",
+                      "Return tensors, constants, and lists/tuples/dicts of these.")
 
 
 def _disallow(tx, obj, args, kwargs) -> Value:
@@ -314,16 +352,23 @@ def _compiled_function(tx, cf, source) -> Value:
     (the outer trace's fullgraph/backend apply)."""
     fn_src = AttrSource(source, "fn") if source is not None else None
     fn_v = tx.wrap(cf.fn, fn_src)
-    if cf.bound_self is None:
-        return fn_v
-    from .values import BoundMethodValue
-    self_src = AttrSource(source, "bound_self") if source is not None else None
-    return BoundMethodValue(fn_v, tx.wrap(cf.bound_self, self_src))
+    if cf.bound_self is not None:
+        from .values import BoundMethodValue
+        self_src = AttrSource(source, "bound_self") if source is not None else None
+        fn_v = BoundMethodValue(fn_v, tx.wrap(cf.bound_self, self_src))
+    return _rebuilt_as(fn_v, cf, source)
 
 
 def _optimized_module(tx, om, source) -> Value:
     src = AttrSource(source, "_orig_mod") if source is not None else None
-    return tx.wrap(om._orig_mod, src)
+    return _rebuilt_as(tx.wrap(om._orig_mod, src), om, source)
+
+
+def _rebuilt_as(v: Value, obj: Any, source) -> Value:
+    """After a graph break the replacement code hands out ``obj`` itself (the compiled
+    function, with its own settings), not the inner function the trace inlined."""
+    v.rebuild_as = (obj, source)
+    return v
 
 
 def _register_interpreter_rows() -> None:

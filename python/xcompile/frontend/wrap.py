@@ -168,7 +168,7 @@ _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
     (lambda o: type(o) is list, _list),
     (lambda o: isinstance(o, tuple), _tuple),
     (_is_plain_dict, _dict),
-    (lambda o: o in rules.FOLD_AT_TRACE or o in rules.FORBIDDEN or rules.is_torch_op(o),
+    (lambda o: _is_hashable(o) and (o in rules.FOLD_AT_TRACE or o in rules.FORBIDDEN) or rules.is_torch_op(o),
      _identity_guarded(lambda o, s: TorchOpValue(o, source=s))),
     (lambda o: isinstance(o, types.FunctionType), _identity_guarded(lambda o, s: FunctionValue(o, source=s))),
     (lambda o: isinstance(o, types.MethodType), _bound_method),
