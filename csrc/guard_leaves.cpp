@@ -68,7 +68,7 @@ class LengthCheck final : public Leaf {
     } else {
       n = PyObject_Size(v);
       if (n < 0) {
-        PyErr_Clear();
+        clear_guard_error();
         return false;
       }
     }
@@ -96,7 +96,7 @@ class DictKeys final : public Leaf {
       if (Py_TYPE(k) != Py_TYPE(want)) return false;
       int eq = PyObject_RichCompareBool(k, want, Py_EQ);
       if (eq != 1) {
-        PyErr_Clear();
+        if (eq < 0) clear_guard_error();
         return false;
       }
     }
@@ -149,7 +149,7 @@ class ConstMatcher {
       }
       case RICH: {
         int r = PyObject_RichCompareBool(v, value_.o, Py_EQ);
-        if (r < 0) PyErr_Clear();
+        if (r < 0) clear_guard_error();
         return r == 1;
       }
       case TUPLE: {

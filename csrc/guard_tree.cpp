@@ -99,7 +99,7 @@ void GuardNode::set_slot(int k) {
 bool GuardNode::check(PyObject* parent, const FrameView& frame, CheckCtx& ctx) {
   PyObject* value = accessor_->fetch(parent, frame);
   if (value == nullptr) {
-    PyErr_Clear();
+    clear_guard_error();
     ctx.failure = &fetch_failure_;
     return false;
   }

@@ -28,6 +28,18 @@
 
 namespace xc {
 
+// Clears the error of a failed guard (guards never raise). A KeyboardInterrupt raised by Python
+// code a guard ran (a property, __len__, __eq__) is re-armed with PyErr_SetInterrupt so Ctrl-C
+// still reaches the program at its next bytecode instead of being swallowed.
+inline void clear_guard_error() {
+  if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+    PyErr_Clear();
+    PyErr_SetInterrupt();
+  } else {
+    PyErr_Clear();
+  }
+}
+
 // What a check reads from one frame. All pointers borrowed for the duration of the check.
 struct FrameView {
   PyObject* const* locals;  // argument values in co_varnames order (entries may be NULL)

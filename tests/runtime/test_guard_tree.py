@@ -301,3 +301,18 @@ def test_module_attr_follows_a_patched_getattr():
     assert check(root, m)  # the type changed: attributes now resolve through the new hook
     del Patched.__getattr__
     assert not check(root, m)
+
+
+def test_keyboard_interrupt_inside_a_guard_is_not_swallowed():
+    class Interrupting:
+        @property
+        def attr(self):
+            raise KeyboardInterrupt
+
+    root = C.RootGuard(0)
+    root.local(0, "o").attr("attr").add_equals_match(1, "o.attr == 1")
+    with pytest.raises(KeyboardInterrupt):
+        result = check(root, Interrupting())  # the guard fails without raising ...
+        assert result is False
+        for _ in range(1000):  # ... and Ctrl-C is delivered at the next bytecodes
+            pass
