@@ -1,7 +1,7 @@
 """The exceptions users see."""
 from __future__ import annotations
 
-from .frontend.exc import Unsupported  # noqa: F401  (re-exported)
+from .frontend.exc import TorchRuntimeError, Unsupported  # noqa: F401  (re-exported)
 
 
 class BackendCompilerFailed(RuntimeError):

@@ -55,3 +55,10 @@ class PythonError(Unsupported):
         """From a real exception object (raised by a constant operation at trace time)."""
         from .values import UserObjectValue
         return cls(UserObjectValue(exc), hint)
+
+
+class TorchRuntimeError(RuntimeError):
+    """An operator failed on the trace-time (fake) inputs: the same call fails in eager.
+
+    Raised as-is to the caller, like torch.compile's TorchRuntimeError, with eager's message.
+    """

@@ -25,7 +25,7 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
-from .exc import Unsupported
+from .exc import TorchRuntimeError, Unsupported
 from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from .values import (
     ConstantValue,
@@ -67,6 +67,24 @@ def _is_structseq(cls: type) -> bool:
 
 def _is_namedtuple(cls: type) -> bool:
     return issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+def _eager_error(fn: Callable, fargs, fkwargs) -> BaseException | None:
+    """The exception ``fn`` raises on real zero tensors with the fake arguments' metadata."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    from torch.utils._pytree import tree_map
+
+    def real(x):
+        if isinstance(x, FakeTensor):
+            return torch.zeros(x.shape, dtype=x.dtype, device="cpu" if x.device.type == "meta" else x.device)
+        return x
+
+    try:
+        with torch.no_grad():
+            fn(*tree_map(real, fargs), **tree_map(real, fkwargs))
+    except Exception as e:  # noqa: BLE001 - we only want its message
+        return e
+    return None
 
 
 class GraphBuilder:
@@ -167,8 +185,11 @@ class GraphBuilder:
         except Unsupported:
             raise
         except Exception as e:
-            raise Unsupported(f"{what} raised {type(e).__name__} while tracing: {e}",
-                              "The same call fails in eager mode with these inputs.") from e
+            # A genuine error of the op on these inputs (shapes, dtypes...): eager fails the same way.
+            # Say it in eager's words: rerun the op on real stand-ins of the fake inputs.
+            eager = _eager_error(fn, fargs, fkwargs)
+            text = f"{eager}" if eager is not None else f"{type(e).__name__}: {e}"
+            raise TorchRuntimeError(f"{text}\n\n(raised by {what} while tracing)") from e
 
     def call(self, kind: str, target: Any, args: tuple | list, kwargs: dict | None = None,
              *, fake_fn: Callable | None = None, what: str | None = None) -> Value:

@@ -66,17 +66,28 @@ def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
     """Build the C++ RootGuard: guards, input slots, no-aliasing and global state."""
     n_inputs = len(input_sources)
     n_fixed = n_inputs + len(passthrough_sources)
-    # One extra slot per SAME_OBJECT pair, after the inputs and pass-through values.
-    low = _Lowering(n_fixed + len(guards.same_object))
+    # SAME_OBJECT pairs need both objects in slots: inputs have theirs; others get extra slots
+    # after the inputs and pass-through values (never passed to the compiled graph).
+    extra: dict[Source, int] = {}
+    for pair in guards.same_object:
+        for src in pair:
+            if src not in input_sources and src not in extra:
+                extra[src] = n_fixed + len(extra)
+    low = _Lowering(n_fixed + len(extra))
     for g in guards.guards:
         low.add(g)
     for i, src in enumerate(input_sources):
         low.node(src).set_slot(i)
     for k, src in enumerate(passthrough_sources):
         low.node(src).set_slot(n_inputs + k)
-    for j, (first, again) in enumerate(guards.same_object):
-        low.node(again).set_slot(n_fixed + j)
-        low.root.add_same_object([input_sources.index(first), n_fixed + j],
+    for src, slot in extra.items():
+        low.node(src).set_slot(slot)
+
+    def slot_of(src):
+        return input_sources.index(src) if src in input_sources else extra[src]
+
+    for first, again in guards.same_object:
+        low.root.add_same_object([slot_of(first), slot_of(again)],
                                  f"SAME_OBJECT: {again.name()} is {first.name()}")
     alias_slots = [input_sources.index(s) for s in guards.no_aliasing if s in input_sources]
     if len(alias_slots) > 1:
