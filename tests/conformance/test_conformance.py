@@ -12,6 +12,15 @@ def test_table_is_large_and_unique():
     assert len(set(CASE_IDS)) == len(CASE_IDS)
 
 
-@pytest.mark.parametrize("case", ALL_CASES, ids=CASE_IDS)
+# Programs xcompile refuses on purpose for now, each with the reason (strict: a fix must remove it).
+NOT_YET = {
+    "state.inference_mode_block": "torch.inference_mode() entered inside a compiled region is refused "
+                                  "(Unsupported with a hint); torch.compile captures it",
+}
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[c.name])) if c.name in NOT_YET else c
+    for c in ALL_CASES], ids=CASE_IDS)
 def test_xcompile_conformance(case):
     run_case(case, XCOMPILE)
