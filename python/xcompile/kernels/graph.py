@@ -154,20 +154,51 @@ class GraphLowering:
                                    reduction_type=rtype, src_dtype=acc_dtype, origins=self._origin()))
         return [self.buffer_tv(nm) for nm in names]
 
-    def realize(self, tv: TV) -> TensorRef:
-        """A TensorRef for ``tv``, materializing it with a copy node if it is not strided."""
-        if tv.ref is not None:
+    def realize(self, tv: TV, stride: Sequence[int] | None = None) -> TensorRef:
+        """A TensorRef for ``tv``, materializing it with a copy node if it is not strided (or
+        not laid out with ``stride``)."""
+        if tv.ref is not None and (stride is None or tuple(self.strides_of(tv)) == tuple(stride)):
             return tv.ref
-        out = self.pointwise(tv.dtype, tv.size, tv.loader)
+        layout = None if stride is None else Layout(tv.dtype, tuple(tv.size), tuple(stride))
+        saved, self.current = self.current, None   # a copy has no FX node of its own
+        try:
+            out = self.pointwise(tv.dtype, tv.size, tv.loader, layout=layout)
+        finally:
+            self.current = saved
         return out.ref
 
-    def extern(self, node: torch.fx.Node, args, kwargs, reason: str = "no lowering") -> Any:
-        """Run ``node.target`` as an ATen call in the wrapper."""
+    def strides_of(self, tv: TV) -> tuple[int, ...] | None:
+        """The actual strides of a strided ``tv`` (None if it is computed on the fly)."""
+        if tv.ref is None:
+            return None
+        if tv.ref.view is not None:
+            return tuple(tv.ref.view[1])
+        return self.buffers[tv.ref.name].layout.stride
+
+    def meta_call(self, target, args, kwargs):
+        """Run ``target`` on meta tensors laid out like our buffers: the real output layout."""
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        device = self.device or torch.device("cpu")
+
+        def fake(r):
+            if isinstance(r, TensorRef):
+                lay = self.buffers[r.name].layout
+                size, stride = (lay.size, lay.stride) if r.view is None else r.view[:2]
+                return torch.empty_strided(size, stride, dtype=lay.dtype, device=device)
+            return r
+        # fake tensors, not the meta device: meta kernels pick other layouts (convolution)
+        with FakeTensorMode():
+            fargs, fkwargs = pytree.tree_map(fake, (args, kwargs))
+            return target(*fargs, **fkwargs)
+
+    def extern(self, node: torch.fx.Node, args, kwargs, reason: str = "no lowering", relayout: bool = False) -> Any:
+        """Run ``node.target`` as an ATen call in the wrapper.  ``relayout``: the arguments may be
+        laid out differently from the FX metadata, so ask the meta kernel for the output layout."""
         target = node.target
         if getattr(target, "_schema", None) is not None and target._schema.is_mutable:
             raise LoweringError(f"in-place op {target} left after functionalization")
         args, kwargs = pytree.tree_map_only(TV, self.realize, (args, kwargs))
-        val = node.meta.get("val")
+        val = self.meta_call(target, args, kwargs) if relayout else node.meta.get("val")
         flat, spec = pytree.tree_flatten(val)
         outputs, paths = [], []
         for i, v in enumerate(flat):
@@ -235,7 +266,10 @@ class GraphLowering:
                 self.env[node] = self.lower_call(node, args, kwargs)
             elif node.op == "output":
                 result = torch.fx.node.map_arg(node.args[0], lambda n: self.env[n])
-                for v in pytree.tree_leaves(result):
+                metas = pytree.tree_leaves(torch.fx.node.map_arg(node.args[0], lambda n: n.meta.get("val")))
+                for v, m in zip(pytree.tree_leaves(result), metas):
+                    if isinstance(v, TV):
+                        self._eager_layout(v, m)
                     outputs.append(self.realize(v) if isinstance(v, TV) else v)
             else:
                 raise LoweringError(f"unsupported FX node {node.op} {node.target}")
@@ -244,6 +278,16 @@ class GraphLowering:
                         self.device or torch.device("cpu"), self.fallbacks)
         g.constants = self.constants
         return g
+
+    def _eager_layout(self, tv: TV, val) -> None:
+        """Graph outputs get eager's strides even where we chose others inside the graph."""
+        if tv.ref is None or tv.ref.view is not None or not isinstance(val, torch.Tensor):
+            return
+        buf = self.buffers[tv.ref.name]
+        want = Layout.of(val)
+        if buf.kind == "computed" and buf.layout != want and want.size == buf.layout.size and _is_dense(want):
+            buf.layout = want
+            self.meta_exact.add(buf.name)
 
     def _note_device(self, device: torch.device) -> None:
         if self.device is None:

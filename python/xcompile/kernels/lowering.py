@@ -17,6 +17,7 @@ from torch._prims_common import elementwise_dtypes
 
 import torch.fx
 
+from .. import config
 from .graph import TV, GraphLowering, reshape_index, view_tv
 from .ir import Layout
 
@@ -73,21 +74,28 @@ def pointwise(L: GraphLowering, node, inputs: Sequence, fn: Callable, kind=K.DEF
 
     res_dtype = torch.bool if kind == K.ALWAYS_BOOL else compute_dtype
     return L.pointwise(out_dtype, size, body, compute_dtype=res_dtype,
-                       layout=iter_layout(node, out_dtype, size))
+                       layout=iter_layout(L, node, inputs, out_dtype, size))
 
 
-def iter_layout(node, dtype, size) -> Layout:
+def iter_layout(L, node, inputs, dtype, size) -> Layout:
     """The strides eager's TensorIterator gives an elementwise result: dims ordered like the
-    inputs' strides (first input first; broadcast dims do not vote).  Some fake kernels
-    disagree with eager here, so we do not take the node's meta strides."""
+    inputs' strides (first input first; broadcast dims do not vote).  Inputs vote with the
+    layout they really have here (a channels-last convolution output makes channels-last
+    consumers); some fake kernels disagree with eager, so the node's meta strides are not used."""
     ndim = len(size)
     ops_strides = []
-    for a in node.args:
-        v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
-        if isinstance(v, torch.Tensor) and v.dim() > 0:
-            pad = ndim - v.dim()
-            st = [0] * pad + [0 if s == 1 else st for s, st in zip(v.shape, v.stride())]
-            ops_strides.append(st)
+    metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in node.args]
+    for i, a in enumerate(inputs):
+        if not isinstance(a, TV) or a.ndim == 0:
+            continue
+        stride = L.strides_of(a)
+        if stride is None:
+            v = metas[i] if i < len(metas) else None
+            if not (isinstance(v, torch.Tensor) and tuple(v.shape) == tuple(a.size)):
+                continue
+            stride = v.stride()
+        pad = ndim - a.ndim
+        ops_strides.append([0] * pad + [0 if s == 1 else st for s, st in zip(a.size, stride)])
     perm = list(reversed(range(ndim)))  # perm[0]: the innermost dim
 
     def should_swap(d0, d1):
@@ -785,6 +793,19 @@ def _embedding(L, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fals
         row = _indirect(ops, indices, list(idx[:n]), weight.size[0])
         return weight.loader(ops, [row, idx[n]])
     return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+
+
+@register(aten.convolution.default)
+def _convolution(L, node, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    """Extern, but fed channels-last input (oneDNN's preferred layout: no reorders per call);
+    the producer of the input writes it that way directly, and consumers follow the output."""
+    if not getattr(config, "kernel_channels_last_conv", True) or x.ndim != 4 or L.device.type != "cpu" \
+            or transposed:
+        return NotImplemented
+    n, c, h, wd = x.size
+    xr = L.realize(x, stride=(h * wd * c, 1, wd * c, c))
+    return L.extern(node, (xr, w, b, stride, padding, dilation, transposed, output_padding, groups), {},
+                    reason="convolution", relayout=True)
 
 
 # reductions live in their own module; importing it registers them here

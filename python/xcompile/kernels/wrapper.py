@@ -110,7 +110,7 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
                 args = ", ".join(b for b, _ in k.params)
             lines.append(f"{fname}({args})")
         else:
-            lines += _extern_lines(item, g)
+            lines += _extern_lines(item, g, graph)
         dead = [b for b in step.frees if b not in donors]
         if dead:
             lines.append(f"del {', '.join(dead)}")
@@ -123,7 +123,7 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
     return src, g.values
 
 
-def _extern_lines(node: ExternNode, g: _Globals) -> list[str]:
+def _extern_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str]:
     fname = g.add(_op_callable(node.op), "aten_" + str(getattr(node.op, "__name__", "op")).replace(".", "_"))
 
     def arg(v):
@@ -138,7 +138,7 @@ def _extern_lines(node: ExternNode, g: _Globals) -> list[str]:
     lines = [f"# extern: {', '.join(node.origins)}"]
     if len(node.outputs) == 1 and node.out_paths[0][1].num_leaves == 1:
         lines.append(f"{node.outputs[0]} = {call}")
-        return lines
+        return lines + _check_lines(node, g, graph)
     tmp = f"{node.name}_result"
     lines.append(f"{tmp} = {call}")
     if node.out_paths and node.out_paths[0][1].num_leaves != 1:
@@ -147,7 +147,26 @@ def _extern_lines(node: ExternNode, g: _Globals) -> list[str]:
         del spec
     for b, (i, _) in zip(node.outputs, node.out_paths):
         lines.append(f"{b} = {tmp}[{i}]")
-    return lines
+    return lines + _check_lines(node, g, graph)
+
+
+def _check_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str]:
+    """Under XCOMPILE_CHECK=1: the extern's outputs have the layouts the kernels assume."""
+    from .. import config
+    if not getattr(config, "verify", False):
+        return []
+    check = g.add(_check_layout, "check_layout")
+    out = []
+    for b in node.outputs:
+        lay = graph.buffers[b].layout
+        out.append(f"{check}({b}, {str(node.origins[0])!r}, {b!r}, ({lay.size!r}, {lay.stride!r}))")
+    return out
+
+
+def _check_layout(t: torch.Tensor, op: str, name: str, expect=None) -> None:
+    if expect is not None and (tuple(t.shape), tuple(t.stride())) != expect:
+        raise AssertionError(f"xcompile: extern {op} returned {name} with size/stride "
+                             f"{tuple(t.shape)}/{t.stride()}, kernels assume {expect}")
 
 
 def build_wrapper(src: str, glb: dict) -> Callable:
