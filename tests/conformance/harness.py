@@ -119,6 +119,21 @@ class Perm:
         return p if self.k is None else p[: self.k]
 
 
+@dataclass(frozen=True)
+class Obj:
+    """A fresh object per call: ``factory(*materialized args)`` (user classes, namedtuples...)."""
+
+    factory: Callable
+    args: tuple = ()
+
+    def make(self):
+        return self.factory(*materialize(self.args))
+
+
+def obj(factory, *args):
+    return Obj(factory, tuple(args))
+
+
 def materialize(spec):
     """Turn a spec (possibly nested in tuples/lists/dicts) into fresh values."""
     if hasattr(spec, "make") and callable(spec.make):
@@ -144,6 +159,9 @@ class Case:
     grad: bool = False                     # also compare gradients of the inputs/parameters
     rtol: float | None = None
     atol: float | None = None
+    # program -> the state its calls change outside the inputs (globals, closures, attributes);
+    # compared between the eager and the compiled copy after every call
+    state: Callable | None = None
 
     def __repr__(self) -> str:
         return f"Case({self.name})"
@@ -161,15 +179,15 @@ class CaseTable:
         assert all(c.name != case.name for c in self.cases), f"duplicate case {case.name}"
         self.cases.append(case)
 
-    def case(self, *args, kwargs=None, grad=False, rtol=None, atol=None, name=None):
+    def case(self, *args, kwargs=None, grad=False, rtol=None, atol=None, name=None, state=None):
         def deco(fn):
             self._add(Case(f"{self.family}.{name or fn.__name__}", lambda: fn, args, kwargs or {},
-                           grad, rtol, atol))
+                           grad, rtol, atol, state))
             return fn
         return deco
 
-    def build(self, name, builder, *args, kwargs=None, grad=False, rtol=None, atol=None):
-        self._add(Case(f"{self.family}.{name}", builder, args, kwargs or {}, grad, rtol, atol))
+    def build(self, name, builder, *args, kwargs=None, grad=False, rtol=None, atol=None, state=None):
+        self._add(Case(f"{self.family}.{name}", builder, args, kwargs or {}, grad, rtol, atol, state))
 
 
 # --------------------------------------------------------------------------- compilers
@@ -281,10 +299,21 @@ def assert_same(actual, expected, *, path="out", rtol=None, atol=None,
             assert_same(actual[k], expected[k], path=f"{path}[{k!r}]", rtol=rtol, atol=atol,
                         actual_inputs=actual_inputs, expected_inputs=expected_inputs)
         return
+    if _is_program_object(expected):          # objects of the programs' own classes: by state
+        assert_same(vars(actual), vars(expected), path=f"{path}.__dict__", rtol=rtol, atol=atol,
+                    actual_inputs=actual_inputs, expected_inputs=expected_inputs)
+        return
     if isinstance(expected, float) and math.isnan(expected):
         assert math.isnan(actual), f"{path}: {actual!r} != eager nan"
         return
     assert actual == expected, f"{path}: {actual!r} != eager {expected!r}"
+
+
+def _is_program_object(obj) -> bool:
+    """An instance of a class defined by a conformance program (not a module): compared by vars()."""
+    cls = type(obj)
+    return (cls.__module__ or "").startswith(__name__.rsplit(".", 1)[0] + ".programs_") \
+        and not isinstance(obj, (torch.nn.Module, BaseException, tuple)) and hasattr(obj, "__dict__")
 
 
 def _module_state(obj) -> dict:
@@ -344,6 +373,9 @@ def run_case(case: Case, compiler: Compiler, *, rounds: int = 2) -> None:
             assert_same(inputs_c, inputs_e, path=f"{where} inputs after call", **tol)
             assert_same(_module_state(compiled_target), _module_state(eager_prog),
                         path=f"{where} module state after call", **tol)
+            if case.state is not None:
+                assert_same(case.state(compiled_target), case.state(eager_prog),
+                            path=f"{where} program state after call", **tol)
             if case.grad:
                 _backward(expected)
                 _backward(actual)

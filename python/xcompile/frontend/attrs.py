@@ -170,6 +170,10 @@ def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
 
 
 def _new_object_attr(tx: "Tracer", v: NewObjectValue, name: str) -> Value:
+    if name == "__dict__":                        # the same dict: writes through it are attributes
+        return DictValue(v.attrs)
+    if name == "__class__":
+        return ClassValue(v.cls)
     idx, raw = mro_lookup(v.cls, name)
     if isinstance(raw, property) or name not in v.attrs:
         if raw is _MISSING:
@@ -260,16 +264,20 @@ def _super_attr(tx: "Tracer", v: SuperValue, name: str) -> Value:
 
 def super_attr(tx: "Tracer", sv: SuperValue, name: str) -> Value:
     obj = real_object(sv.obj)
-    if obj is None:
+    if isinstance(sv.obj, NewObjectValue):
+        obj_cls = sv.obj.cls
+    elif obj is None:
         raise Unsupported(f"super() on {sv.obj.describe()}")
-    mro = type(obj).__mro__
+    else:
+        obj_cls = type(obj)
+    mro = obj_cls.__mro__
     if sv.cls not in mro:
         raise Unsupported("super(): object is not an instance of the class")
-    idx, raw = mro_lookup(type(obj), name, mro.index(sv.cls) + 1)
+    idx, raw = mro_lookup(obj_cls, name, mro.index(sv.cls) + 1)
     if raw is _MISSING:
-        raise Unsupported(f"super() has no attribute {name!r}")
+        raise AttrMissing(f"'super' object has no attribute {name!r}")
     msrc = class_member_source(sv.obj.source, idx, name)
-    bound = bind_class_member(tx, sv.obj, type(obj), idx, raw, name, msrc)
+    bound = bind_class_member(tx, sv.obj, obj_cls, idx, raw, name, msrc)
     if bound is None:
         return tx.wrap(raw, msrc, True)
     return bound

@@ -29,6 +29,7 @@ from .values import (
     ListValue,
     ModuleValue,
     NestedFunctionValue,
+    NewObjectValue,
     ObjectMethodValue,
     PartialValue,
     SetValue,
@@ -122,6 +123,11 @@ def _callable(tx, args, kwargs):
     if isinstance(v, (FunctionValue, NestedFunctionValue, BoundMethodValue, TorchOpValue, BuiltinValue,
                       ClassValue, PartialValue, ModuleValue, TensorMethodValue, ObjectMethodValue)):
         return ConstantValue(True)
+    from .user_objects import user_class_of
+    cls = user_class_of(v)
+    if cls is not None:
+        return ConstantValue(callable(cls) and hasattr(cls, "__call__") and cls.__call__ is not object.__call__
+                             if isinstance(v, NewObjectValue) else callable(v.obj))
     raise Unsupported(f"callable() of {v.describe()}")
 
 

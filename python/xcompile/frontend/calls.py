@@ -161,8 +161,11 @@ def _is_plain_user_class(cls) -> bool:
         return False
     if cls.__module__ == "builtins" or issubclass(cls, torch.nn.Module) or "__slots__" in cls.__dict__:
         return False
-    plain = (object.__new__, object.__setattr__, object.__getattribute__)
-    return (cls.__new__, cls.__setattr__, cls.__getattribute__) == plain and \
+    if cls.__new__ is not object.__new__ or cls.__getattribute__ is not object.__getattribute__:
+        return False
+    if cls.__setattr__ is not object.__setattr__ and not isinstance(cls.__setattr__, types.FunctionType):
+        return False                          # a Python __setattr__ (frozen dataclasses) is inlined
+    return \
         all(k.__module__ != "builtins" or k is object for k in cls.__mro__)
 
 
@@ -213,6 +216,14 @@ def _user_object(tx: "Tracer", v: UserObjectValue, args, kwargs) -> Value:
     return call_value(tx, method, args, kwargs)
 
 
+def _new_object(tx: "Tracer", v: NewObjectValue, args, kwargs) -> Value:
+    from .attrs import load_attr
+    from .user_objects import defines
+    if not defines(v, "__call__"):
+        raise Unsupported(f"{v.describe()} is not callable", "The same code raises TypeError in eager mode.")
+    return call_value(tx, load_attr(tx, v, "__call__"), args, kwargs)
+
+
 def _grad_mode_value(tx: "Tracer", v: GradModeValue, args, kwargs) -> Value:
     raise Unsupported("using torch.no_grad()/enable_grad() as a function decorator inside a compiled region")
 
@@ -230,6 +241,7 @@ _CALLERS: dict[type, Callable[..., Value]] = {
     ObjectMethodValue: _object_method,
     ContextExitValue: _context_exit,
     UserObjectValue: _user_object,
+    NewObjectValue: _new_object,
     GradModeValue: _grad_mode_value,
 }
 

@@ -66,6 +66,10 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
         return module_items(tx, v)
     if isinstance(v, TensorValue):
         return _tensor_rows(tx, v)
+    from .user_objects import NOT_DEFINED, call_dunder
+    it = call_dunder(tx, v, "__iter__", [])            # user classes: __iter__ (often a generator)
+    if it is not NOT_DEFINED:
+        return items_of(tx, it)
     raise Unsupported(f"iterating over {v.describe()}")
 
 
@@ -94,4 +98,11 @@ def length_of(tx: "Tracer", v: Value) -> int:
         if v.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor", "The same code raises TypeError in eager mode.")
         return int(v.fake.shape[0])
+    from .user_objects import NOT_DEFINED, call_dunder
+    n = call_dunder(tx, v, "__len__", [])
+    if n is not NOT_DEFINED:
+        from .pyops import as_constant
+        ok, c = as_constant(n)
+        if ok and isinstance(c, int):
+            return c
     raise Unsupported(f"len() of {v.describe()}")

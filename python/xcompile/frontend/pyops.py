@@ -83,6 +83,10 @@ def note_mutation(tx: "Tracer", v: Value) -> None:
 
 
 def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
+    from .user_objects import NOT_DEFINED, user_binary_op
+    r = user_binary_op(tx, op, a, b)                      # __add__ / __radd__ ... of user classes
+    if r is not NOT_DEFINED:
+        return r
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return tx.gb.call("call_function", op, (a, b))
     ca, va = as_constant(a)
@@ -139,6 +143,10 @@ def is_op(a: Value, b: Value) -> bool:
 
 
 def unary_op(tx: "Tracer", op: Callable, a: Value) -> Value:
+    from .user_objects import NOT_DEFINED, user_unary_op
+    r = user_unary_op(tx, op, a)
+    if r is not NOT_DEFINED:
+        return r
     if isinstance(a, TensorValue):
         return tx.gb.call("call_function", op, (a,))
     if isinstance(a, ConstantValue):
@@ -156,6 +164,11 @@ def truth(tx: "Tracer", v: Value) -> bool:
         return len(v.items) > 0
     if isinstance(v, NullValue):
         raise Unsupported("truth value of NULL")
+    from .user_objects import NOT_DEFINED, call_dunder
+    for name in ("__bool__", "__len__"):                  # user classes: Python's protocol
+        r = call_dunder(tx, v, name, [])
+        if r is not NOT_DEFINED:
+            return truth(tx, r)
     obj = real_object(v)
     if obj is not None and isinstance(obj, torch.nn.Module):
         from .iteration import length_of
@@ -187,6 +200,10 @@ def set_add(s: SetValue, item: Value) -> None:
 
 
 def contains(tx: "Tracer", item: Value, container: Value) -> bool:
+    from .user_objects import NOT_DEFINED, call_dunder
+    r = call_dunder(tx, container, "__contains__", [item])
+    if r is not NOT_DEFINED:
+        return truth(tx, r)
     if isinstance(container, SetValue):
         return set_member(container.items, item)
     if isinstance(container, DictValue):
@@ -220,6 +237,10 @@ def contains(tx: "Tracer", item: Value, container: Value) -> bool:
 
 
 def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
+    from .user_objects import NOT_DEFINED, call_dunder
+    r = call_dunder(tx, container, "__getitem__", [key])
+    if r is not NOT_DEFINED:
+        return r
     if isinstance(container, TensorValue):
         return tx.gb.call("call_function", operator.getitem, (container, key))
     if isinstance(container, ModuleValue):
@@ -253,6 +274,9 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
 
 
 def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
+    from .user_objects import NOT_DEFINED, call_dunder
+    if call_dunder(tx, container, "__setitem__", [key, value]) is not NOT_DEFINED:
+        return
     if isinstance(container, TensorValue):
         tx.gb.call("call_function", operator.setitem, (container, key, value))
         return
@@ -274,6 +298,9 @@ def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
 
 
 def delitem(tx: "Tracer", container: Value, key: Value) -> None:
+    from .user_objects import NOT_DEFINED, call_dunder
+    if call_dunder(tx, container, "__delitem__", [key]) is not NOT_DEFINED:
+        return
     ok, k = as_constant(key)
     if ok and isinstance(container, (ListValue, DictValue)):
         note_mutation(tx, container)

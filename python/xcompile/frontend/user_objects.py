@@ -79,6 +79,10 @@ def delete_attribute(tx: "Tracer", obj: Value, name: str) -> None:
 
 def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool) -> None:
     if isinstance(obj, NewObjectValue):
+        custom = _user_setattr(obj.cls) if value is not None and not plain else None
+        if custom is not None:                     # e.g. a frozen dataclass raising on assignment
+            tx.inline_call(None, FunctionValue(custom), [obj, ConstantValue(name), value], {})
+            return
         if not _setter(tx, obj.cls, name, obj, value):
             if value is None:
                 obj.attrs.pop(name, None)
@@ -152,3 +156,89 @@ def stored_attribute(tx: "Tracer", real: object, name: str) -> Value | None:
 
 
 __all__ = ["delete_attribute", "store_attribute", "stored_attribute"]
+
+
+# -- dunder protocols of user classes -------------------------------------------------------------------------
+class _NotDefined:
+    def __repr__(self) -> str:
+        return "<not defined>"
+
+
+NOT_DEFINED = _NotDefined()
+
+
+def user_class_of(v: Value) -> type | None:
+    """The class of a user object value (made in the frame or from outside), else None."""
+    if isinstance(v, NewObjectValue):
+        return v.cls
+    if isinstance(v, UserObjectValue) and not isinstance(v.obj, BaseException):
+        return type(v.obj)
+    return None
+
+
+def defines(v: Value, name: str) -> bool:
+    cls = user_class_of(v)
+    if cls is None:
+        return False
+    _, raw = mro_lookup(cls, name)
+    return isinstance(raw, (types.FunctionType, staticmethod, classmethod))
+
+
+def call_dunder(tx: "Tracer", v: Value, name: str, args: list[Value]) -> Value | _NotDefined:
+    """``type(v).name(v, *args)`` when the class defines it in Python, else NOT_DEFINED."""
+    if not defines(v, name):
+        return NOT_DEFINED
+    from .calls import call_value
+    return call_value(tx, load_attr(tx, v, name), list(args), {})
+
+
+def _binary_names() -> dict:
+    import operator as op
+    names = {op.add: "add", op.sub: "sub", op.mul: "mul", op.truediv: "truediv", op.floordiv: "floordiv",
+             op.mod: "mod", op.pow: "pow", op.matmul: "matmul", op.and_: "and", op.or_: "or",
+             op.xor: "xor", op.lshift: "lshift", op.rshift: "rshift"}
+    table = {f: (f"__{n}__", f"__r{n}__") for f, n in names.items()}
+    inplace = {op.iadd: op.add, op.isub: op.sub, op.imul: op.mul, op.itruediv: op.truediv,
+               op.ifloordiv: op.floordiv, op.imod: op.mod, op.ipow: op.pow, op.imatmul: op.matmul,
+               op.iand: op.and_, op.ior: op.or_, op.ixor: op.xor, op.ilshift: op.lshift,
+               op.irshift: op.rshift}
+    for f, base in inplace.items():
+        table[f] = ("__i" + table[base][0][2:],) + table[base]
+    for f, a, b in ((op.eq, "eq", "eq"), (op.ne, "ne", "ne"), (op.lt, "lt", "gt"), (op.gt, "gt", "lt"),
+                    (op.le, "le", "ge"), (op.ge, "ge", "le")):
+        table[f] = (f"__{a}__", f"__{b}__")
+    return table
+
+
+_BINARY = _binary_names()
+_UNARY = {"neg": "__neg__", "pos": "__pos__", "invert": "__invert__", "abs": "__abs__"}
+
+
+def _not_implemented(v: Value) -> bool:
+    return isinstance(v, ConstantValue) and v.value is NotImplemented
+
+
+def user_binary_op(tx: "Tracer", op, a: Value, b: Value) -> Value | _NotDefined:
+    """Python's binary operator protocol for user objects (in-place, then forward, then reflected)."""
+    if user_class_of(a) is None and user_class_of(b) is None:
+        return NOT_DEFINED
+    names = _BINARY.get(op)
+    if names is None:
+        return NOT_DEFINED
+    if len(names) == 3:                                  # in-place: __iadd__ first
+        r = call_dunder(tx, a, names[0], [b])
+        if r is not NOT_DEFINED and not _not_implemented(r):
+            return r
+        names = names[1:]
+    r = call_dunder(tx, a, names[0], [b])
+    if r is not NOT_DEFINED and not _not_implemented(r):
+        return r
+    r = call_dunder(tx, b, names[1], [a])
+    if r is not NOT_DEFINED and not _not_implemented(r):
+        return r
+    return NOT_DEFINED
+
+
+def user_unary_op(tx: "Tracer", op, a: Value) -> Value | _NotDefined:
+    name = _UNARY.get(getattr(op, "__name__", ""))
+    return NOT_DEFINED if name is None else call_dunder(tx, a, name, [])

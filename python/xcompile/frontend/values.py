@@ -11,6 +11,7 @@ Common fields:
 """
 from __future__ import annotations
 
+import enum
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,7 +32,7 @@ def is_constant(obj: Any) -> bool:
         return all(is_constant(o) for o in obj)
     if isinstance(obj, slice):
         return is_constant(obj.start) and is_constant(obj.stop) and is_constant(obj.step)
-    return type(obj) in CONSTANT_TYPES
+    return type(obj) in CONSTANT_TYPES or isinstance(obj, enum.Enum)   # enum members are singletons
 
 
 class Value:
