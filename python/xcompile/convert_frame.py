@@ -35,6 +35,8 @@ def _skip_code(code: types.CodeType) -> bool:
     fn = code.co_filename
     if fn.startswith("<") and fn not in ("<string>", "<stdin>") and not fn.startswith("<ipython"):
         return True  # frozen modules, <frozen importlib...>
+    if fn == "<string>" and code.co_names == ("_tuple_new",):
+        return True  # a namedtuple's __new__ (collections makes it with eval)
     if "site-packages" in fn and not fn.startswith(_SKIP_PREFIXES):
         return False  # third-party user code is compiled like user code
     return fn.startswith(_SKIP_PREFIXES + tuple(config.skip_file_prefixes))
@@ -123,6 +125,9 @@ class ConvertFrame:
             gm.graph.lint()
         log.log("graph_code", "TRACED GRAPH %s\n%s", _where(code), gm.print_readable(print_output=False)
                 if log.enabled("graph_code") else "")
+        if not any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes) \
+                and not gm.graph.output_node().args[0]:
+            return gm.forward                     # no ops, no outputs: the backend is not asked (as torch)
         for o in list(graph_break_observers()):
             o.on_graph(code, gm, captured.guards)
         try:

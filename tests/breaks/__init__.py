@@ -1,0 +1,1 @@
+"""Graph breaks end to end: prefix graph, replacement code, resume functions, tracing APIs, logs."""
