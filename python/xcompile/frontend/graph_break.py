@@ -53,7 +53,7 @@ class BreakRecord:
 
     @classmethod
     def of(cls, e: Unsupported) -> "BreakRecord":
-        return cls(e.reason, e.explanation, e.hint, list(e.user_stack))
+        return cls(e.reason, e.explanation or explain_reason(e.reason), e.hint, list(e.user_stack))
 
     @property
     def where(self) -> str:
@@ -82,6 +82,31 @@ class BreakRecord:
                     f"{self.where}\n{self.details()}\n")
         return (f"Graph break in user code at {self.where}\n{self.details()}\n"
                 f"User code traceback:\n{self.stack_text()}\n")
+
+
+# Explanations for breaks whose Unsupported carries none: (reason prefix, explanation).
+_EXPLANATIONS = [
+    ("call to builtin print", "print() writes output, a side effect a graph cannot hold; it runs in the "
+                              "normal interpreter between the graphs."),
+    ("call to logging", "Logging writes output, a side effect a graph cannot hold; it runs in the normal "
+                        "interpreter between the graphs."),
+    ("Tensor.item()", "The Python number depends on the tensor's data, which is not known while tracing."),
+    ("Tensor.tolist()", "The Python list depends on the tensor's data, which is not known while tracing."),
+    ("unsupported bytecode", "The interpreter has no rule for this instruction yet."),
+    ("call to builtin", "The callable is implemented in C or has side effects the interpreter cannot "
+                        "trace; it runs in the normal interpreter."),
+    ("calling builtin", "The callable is implemented in C (an extension other than PyTorch's operators); "
+                        "the interpreter cannot see what it does."),
+]
+_DEFAULT_EXPLANATION = ("The interpreter cannot put this in a graph: the graph ends before it, it runs in "
+                        "the normal interpreter, and the rest of the function is compiled on its own.")
+
+
+def explain_reason(reason: str) -> str:
+    for prefix, text in _EXPLANATIONS:
+        if reason.startswith(prefix):
+            return text
+    return _DEFAULT_EXPLANATION
 
 
 _seen_breaks: set[tuple] = set()

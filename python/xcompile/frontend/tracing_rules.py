@@ -207,6 +207,11 @@ def _unflatten(struct: Any, leaves: list[Value], what: str) -> Value:
                       "Return tensors, constants, and lists/tuples/dicts of these.")
 
 
+def _logging(tx, obj, args, kwargs) -> Value:
+    raise Unsupported(f"call to logging function {obj.__module__}.{_name(obj)}",
+                      "Log outside the compiled region, or accept the graph break.")
+
+
 def _disallow(tx, obj, args, kwargs) -> Value:
     raise Unsupported(f"call to {_name(obj)}, marked with disallow_in_graph",
                       "Remove the disallow_in_graph mark to trace it.",
@@ -259,6 +264,7 @@ RULE_CALLS: dict[str, Callable[..., Value]] = {
     "allow": _graph_node(nonstrict=False),
     "nonstrict": _graph_node(nonstrict=True),
     "disallow": _disallow,
+    "logging": _logging,
     "forbid": _forbid,
     "disable": _disable,
     "skip": _skip,
@@ -397,7 +403,18 @@ def is_graph_break_call(fn: Any) -> bool:
     return rule_of(fn) == "graph_break"
 
 
+def _register_logging() -> None:
+    import logging
+    names = ("debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log")
+    for name in names:
+        for owner in (logging.Logger, logging.LoggerAdapter, logging):
+            fn = getattr(owner, name, None)
+            if fn is not None:
+                mark(fn, "logging")
+
+
 _register_interpreter_rows()
+_register_logging()
 
 __all__ = ["ForbiddenInGraph", "TracingApiValue", "ErrorOnGraphBreakValue", "mark", "unmark", "rule_of",
            "wrap_special", "before_inline", "error_on_graph_break_now", "eogb_stack"]
