@@ -70,6 +70,7 @@ class GraphLowering:
         self.constants: dict[str, torch.Tensor] = {}
         self.meta_exact: set[str] = set()
         self.input_offsets: dict[str, int] = {}   # storage offset of each input's data_ptr
+        self.eager_layouts: dict[str, Layout] = {}  # the layout eager gives a buffer, where we know better than meta
 
     # -- names and buffers --------------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -269,7 +270,7 @@ class GraphLowering:
                 metas = pytree.tree_leaves(torch.fx.node.map_arg(node.args[0], lambda n: n.meta.get("val")))
                 for v, m in zip(pytree.tree_leaves(result), metas):
                     if isinstance(v, TV):
-                        self._eager_layout(v, m)
+                        v = self._eager_layout(v, m)
                     outputs.append(self.realize(v) if isinstance(v, TV) else v)
             else:
                 raise LoweringError(f"unsupported FX node {node.op} {node.target}")
@@ -279,15 +280,20 @@ class GraphLowering:
         g.constants = self.constants
         return g
 
-    def _eager_layout(self, tv: TV, val) -> None:
+    def _eager_layout(self, tv: TV, val) -> TV:
         """Graph outputs get eager's strides even where we chose others inside the graph."""
         if tv.ref is None or tv.ref.view is not None or not isinstance(val, torch.Tensor):
-            return
+            return tv
         buf = self.buffers[tv.ref.name]
-        want = Layout.of(val)
-        if buf.kind == "computed" and buf.layout != want and want.size == buf.layout.size and _is_dense(want):
-            buf.layout = want
+        want = self.eager_layouts.get(buf.name) or Layout.of(val)
+        if buf.kind != "computed" or buf.layout == want or want.size != buf.layout.size or not _is_dense(want):
+            return tv
+        if buf.name in self.meta_exact:   # views were taken of it as it is: copy instead
+            return TV(tv.dtype, tv.size, tv.loader, self.realize(tv, stride=want.stride))
+        buf.layout = want
+        if want == Layout.of(val):
             self.meta_exact.add(buf.name)
+        return tv
 
     def _note_device(self, device: torch.device) -> None:
         if self.device is None:

@@ -73,22 +73,26 @@ def pointwise(L: GraphLowering, node, inputs: Sequence, fn: Callable, kind=K.DEF
         return fn(ops, compute_dtype, *[bload(ops, a, idx, compute_dtype) for a in inputs])
 
     res_dtype = torch.bool if kind == K.ALWAYS_BOOL else compute_dtype
-    return L.pointwise(out_dtype, size, body, compute_dtype=res_dtype,
-                       layout=iter_layout(L, node, inputs, out_dtype, size))
+    out = L.pointwise(out_dtype, size, body, compute_dtype=res_dtype,
+                      layout=iter_layout(L, node, inputs, out_dtype, size, actual=True))
+    L.eager_layouts[out.ref.name] = iter_layout(L, node, inputs, out_dtype, size, actual=False)
+    return out
 
 
-def iter_layout(L, node, inputs, dtype, size) -> Layout:
+def iter_layout(L, node, inputs, dtype, size, actual: bool) -> Layout:
     """The strides eager's TensorIterator gives an elementwise result: dims ordered like the
     inputs' strides (first input first; broadcast dims do not vote).  Inputs vote with the
     layout they really have here (a channels-last convolution output makes channels-last
-    consumers); some fake kernels disagree with eager, so the node's meta strides are not used."""
+    consumers) when ``actual``, else with the layouts eager would see (the FX metadata: that is
+    the layout a graph output must have).  Some fake kernels disagree with eager about the
+    result, so the node's own meta strides are not used."""
     ndim = len(size)
     ops_strides = []
     metas = [a.meta.get("val") if isinstance(a, torch.fx.Node) else None for a in node.args]
     for i, a in enumerate(inputs):
         if not isinstance(a, TV) or a.ndim == 0:
             continue
-        stride = L.strides_of(a)
+        stride = L.strides_of(a) if actual else None
         if stride is None:
             v = metas[i] if i < len(metas) else None
             if not (isinstance(v, torch.Tensor) and tuple(v.shape) == tuple(a.size)):
