@@ -50,12 +50,23 @@ class Params100(torch.nn.Module):
         return x
 
 
+_DEVNULL = open(os.devnull, "w")
+
+
+def one_break(x):
+    """Both compilers break at print: graph, print (eagerly), resume function's graph."""
+    y = x + 1
+    print(end="", file=_DEVNULL)
+    return y * 2
+
+
 def rows():
     x = torch.randn(8)
     yield "x + 1 (one small tensor)", add_one, (x,), None
     yield "sum of 16 tensor args", sum16, tuple(torch.randn(8) for _ in range(16)), None
     yield "8-layer MLP under no_grad", MLP8(), (torch.randn(4, 32),), torch.no_grad
     yield "module with 100 parameters", Params100(), (torch.randn(2, 4),), torch.no_grad
+    yield "one graph break (2 graphs)", one_break, (x,), None
 
 
 def _captured_graph(fn, args, ctx):
@@ -73,6 +84,8 @@ def _captured_graph(fn, args, ctx):
     else:
         probe(*args)
     xcompile.reset()
+    if len(seen) != 1:
+        return fn                  # graph breaks: several graphs, eager is the floor
     (gm, example_inputs), = seen
     ids = [id(a) for a in args]
     order = [ids.index(id(t)) for t in example_inputs]  # placeholders are a subset of the args
