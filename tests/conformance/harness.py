@@ -142,8 +142,8 @@ def materialize(spec):
         return tuple(materialize(s) for s in spec)
     if type(spec) is list:
         return [materialize(s) for s in spec]
-    if type(spec) is dict:
-        return {k: materialize(v) for k, v in spec.items()}
+    if isinstance(spec, dict):                   # dict, OrderedDict (kept as its own type)
+        return type(spec)((k, materialize(v)) for k, v in spec.items())
     return spec
 
 

@@ -31,6 +31,7 @@ REFERENCE_BUGS = {
     "exc.user_exception_with_fields": "torch.compile (2.13) cannot trace super().__init__() of an "
                                       "Exception subclass",
     "exc.assert_false_caught": "torch.compile (2.13) graph-breaks on an assert that fails while tracing",
+    "builtins.int_methods": "torch.compile (2.13) cannot trace int.to_bytes",
     "effects.global_defined_by_the_function": "torch.compile (2.13) cannot read back a global that the "
                                               "function itself defines (\"failed to find name in frame builtins\")",
 }

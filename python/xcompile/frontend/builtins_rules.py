@@ -423,10 +423,12 @@ def make_namedtuple(tx, cls: type, args: list[Value], kwargs: dict[str, Value]) 
 
 _PURE_CLASSES = (torch.Size, torch.device, torch.finfo, torch.iinfo, frozenset)
 _PURE_MODULES = ("math", "operator", "_operator")
+_PURE_BUILTIN_TYPES = (int, float, complex, str, bytes, bool)
 
 
 def call_constant_function(tx, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    pure = fn in _PURE_CLASSES or getattr(fn, "__module__", None) in _PURE_MODULES
+    pure = fn in _PURE_CLASSES or getattr(fn, "__module__", None) in _PURE_MODULES \
+        or getattr(fn, "__self__", None) in _PURE_BUILTIN_TYPES       # float.fromhex, int.from_bytes...
     name = getattr(fn, "__name__", repr(fn))
     if pure:
         cargs = _consts(args, name)
