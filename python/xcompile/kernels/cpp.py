@@ -17,7 +17,7 @@ import torch
 from .. import config
 from .cpp_prelude import have_libmvec, prelude
 from .fusion import Group
-from .ir import FloorDiv, ModIndex, Ops, simplify_index
+from .ir import Ops, index_printer, simplify_index
 from .loops import LoopNest, node_indices, plan_loops
 
 LANES = 16
@@ -36,34 +36,8 @@ def value_ctype(dtype: torch.dtype) -> str:
     return STORAGE_CTYPE[dtype]
 
 
-def cexpr(e) -> str:
-    """A sympy index expression as C (all variables are non-negative int64_t)."""
-    e = sympy.sympify(e)
-    if e.is_Integer:
-        return str(int(e))
-    if e.is_Symbol:
-        return e.name
-    if e.is_Add:
-        return "(" + " + ".join(cexpr(a) for a in e.as_ordered_terms()) + ")"
-    if e.is_Mul:
-        return "(" + "*".join(cexpr(a) for a in e.args) + ")"
-    if isinstance(e, FloorDiv):
-        return f"({cexpr(e.args[0])} / {cexpr(e.args[1])})"
-    if isinstance(e, ModIndex):
-        return f"({cexpr(e.args[0])} % {cexpr(e.args[1])})"
-    if isinstance(e, sympy.Min):
-        out = cexpr(e.args[0])
-        for a in e.args[1:]:
-            out = f"xc_imin({out}, {cexpr(a)})"
-        return out
-    if isinstance(e, sympy.Max):
-        out = cexpr(e.args[0])
-        for a in e.args[1:]:
-            out = f"xc_imax({out}, {cexpr(a)})"
-        return out
-    if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
-        return "(" + "*".join([cexpr(e.base)] * int(e.exp)) + ")"
-    raise NotImplementedError(f"index expression {e}")
+# a sympy index expression as C (all variables are non-negative int64_t)
+cexpr = index_printer("/", "xc_imin", "xc_imax")
 
 
 def cconst(value, dtype: torch.dtype) -> str:

@@ -18,7 +18,6 @@ result runs in a later loop than the reduction.
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import sympy

@@ -151,6 +151,35 @@ def simplify_index(e: Expr, ranges: dict) -> Expr:
     return e
 
 
+def index_printer(floordiv: str, minimum: str, maximum: str):
+    """A printer of index expressions for one target language: C (``/``, ``xc_imin``) or
+    Triton/Python (``//``, ``tl.minimum``)."""
+    def pr(e) -> str:
+        e = sympy.sympify(e)
+        if e.is_Integer:
+            return str(int(e))
+        if e.is_Symbol:
+            return e.name
+        if e.is_Add:
+            return "(" + " + ".join(pr(a) for a in e.as_ordered_terms()) + ")"
+        if e.is_Mul:
+            return "(" + "*".join(pr(a) for a in e.args) + ")"
+        if isinstance(e, FloorDiv):
+            return f"({pr(e.args[0])} {floordiv} {pr(e.args[1])})"
+        if isinstance(e, ModIndex):
+            return f"({pr(e.args[0])} % {pr(e.args[1])})"
+        if isinstance(e, (sympy.Min, sympy.Max)):
+            fn = minimum if isinstance(e, sympy.Min) else maximum
+            out = pr(e.args[0])
+            for a in e.args[1:]:
+                out = f"{fn}({out}, {pr(a)})"
+            return out
+        if e.is_Pow and e.exp.is_Integer and int(e.exp) > 0:
+            return "(" + "*".join([pr(e.base)] * int(e.exp)) + ")"
+        raise NotImplementedError(f"index expression {e}")
+    return pr
+
+
 # -- layouts and buffers ---------------------------------------------------------------------------
 
 def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:

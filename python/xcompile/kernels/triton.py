@@ -17,7 +17,7 @@ import torch
 from .. import config
 from .cache import load_python_module
 from .fusion import Group
-from .ir import FloorDiv, ModIndex, Ops, simplify_index
+from .ir import Ops, index_printer, simplify_index
 from .loops import node_indices, plan_loops
 
 TL_DTYPE = {
@@ -138,28 +138,8 @@ class TV:
         return self.expr
 
 
-def pexpr(e) -> str:
-    """A sympy index expression as Python/Triton."""
-    e = sympy.sympify(e)
-    if e.is_Integer:
-        return str(int(e))
-    if e.is_Symbol:
-        return e.name
-    if e.is_Add:
-        return "(" + " + ".join(pexpr(a) for a in e.as_ordered_terms()) + ")"
-    if e.is_Mul:
-        return "(" + "*".join(pexpr(a) for a in e.args) + ")"
-    if isinstance(e, FloorDiv):
-        return f"({pexpr(e.args[0])} // {pexpr(e.args[1])})"
-    if isinstance(e, ModIndex):
-        return f"({pexpr(e.args[0])} % {pexpr(e.args[1])})"
-    if isinstance(e, (sympy.Min, sympy.Max)):
-        fn = "tl.minimum" if isinstance(e, sympy.Min) else "tl.maximum"
-        out = pexpr(e.args[0])
-        for a in e.args[1:]:
-            out = f"{fn}({out}, {pexpr(a)})"
-        return out
-    raise NotImplementedError(f"index expression {e}")
+# a sympy index expression as Python/Triton
+pexpr = index_printer("//", "tl.minimum", "tl.maximum")
 
 
 def tconst(value, dtype: torch.dtype) -> str:

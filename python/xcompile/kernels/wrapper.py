@@ -142,9 +142,7 @@ def _extern_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str
     tmp = f"{node.name}_result"
     lines.append(f"{tmp} = {call}")
     if node.out_paths and node.out_paths[0][1].num_leaves != 1:
-        spec = node.out_paths[0][1]
         lines.append(f"{tmp} = {g.add(pytree.tree_leaves, 'tree_leaves')}({tmp})")
-        del spec
     for b, (i, _) in zip(node.outputs, node.out_paths):
         lines.append(f"{b} = {tmp}[{i}]")
     return lines + _check_lines(node, g, graph)

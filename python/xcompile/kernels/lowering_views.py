@@ -1,0 +1,267 @@
+"""Lowering rows for views (no copies: index functions over the base), split/unbind/as_strided,
+cat, and indexing with tensor indices (index, gather, index_select, embedding)."""
+from __future__ import annotations
+
+import sympy
+import torch
+
+from .graph import TV, reshape_index, view_tv
+from .lowering import bload, opmath, out_meta, register
+
+aten = torch.ops.aten
+
+
+# -- views ----------------------------------------------------------------------------------------------------
+
+@register(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.view_copy.default)
+def _view(L, node, x, size):
+    out = tuple(out_meta(node).shape)
+    if out == tuple(x.size):
+        return view_tv(L, x, out, x.loader)
+    return view_tv(L, x, out, lambda ops, idx: x.loader(ops, reshape_index(x.size, out, idx)))
+
+
+@register(aten.permute.default, aten.permute_copy.default)
+def _permute(L, node, x, dims):
+    dims = [d % max(x.ndim, 1) for d in dims]
+    out = tuple(x.size[d] for d in dims)
+
+    def loader(ops, idx):
+        full = [None] * x.ndim
+        for i, d in enumerate(dims):
+            full[d] = idx[i]
+        return x.loader(ops, full)
+    return view_tv(L, x, out, loader)
+
+
+@register(aten.t.default)
+def _t(L, node, x):
+    return _permute(L, node, x, list(reversed(range(x.ndim))))
+
+
+@register(aten.transpose.int)
+def _transpose(L, node, x, d0, d1):
+    dims = list(range(x.ndim))
+    if x.ndim:
+        d0, d1 = d0 % x.ndim, d1 % x.ndim
+        dims[d0], dims[d1] = dims[d1], dims[d0]
+    return _permute(L, node, x, dims)
+
+
+@register(aten.expand.default, aten.expand_copy.default)
+def _expand(L, node, x, size, implicit=False):
+    out = tuple(out_meta(node).shape)
+    pad = len(out) - x.ndim
+
+    def loader(ops, idx):
+        return x.loader(ops, [sympy.Integer(0) if s == 1 else idx[pad + i] for i, s in enumerate(x.size)])
+    return view_tv(L, x, out, loader)
+
+
+@register(aten.unsqueeze.default)
+def _unsqueeze(L, node, x, dim):
+    dim = dim % (x.ndim + 1)
+    out = x.size[:dim] + (1,) + x.size[dim:]
+    return view_tv(L, x, out, lambda ops, idx: x.loader(ops, list(idx[:dim]) + list(idx[dim + 1:])))
+
+
+@register(aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default)
+def _squeeze(L, node, x, dims=None):
+    if dims is None:
+        dims = [d for d in range(x.ndim) if x.size[d] == 1]
+    elif isinstance(dims, int):
+        dims = [dims]
+    dims = {d % x.ndim for d in dims if x.ndim and x.size[d % x.ndim] == 1}
+    out = tuple(s for d, s in enumerate(x.size) if d not in dims)
+
+    def loader(ops, idx):
+        it = iter(idx)
+        return x.loader(ops, [sympy.Integer(0) if d in dims else next(it) for d in range(x.ndim)])
+    return view_tv(L, x, out, loader)
+
+
+@register(aten.slice.Tensor)
+def _slice(L, node, x, dim=0, start=None, end=None, step=1):
+    dim = dim % x.ndim
+    n = x.size[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    start = min(max(start, 0), n)
+    out = tuple(out_meta(node).shape)
+
+    def loader(ops, idx):
+        full = list(idx)
+        full[dim] = start + step * idx[dim]
+        return x.loader(ops, full)
+    return view_tv(L, x, out, loader)
+
+
+@register(aten.select.int)
+def _select(L, node, x, dim, index):
+    dim = dim % x.ndim
+    index = index + x.size[dim] if index < 0 else index
+    out = x.size[:dim] + x.size[dim + 1:]
+    return view_tv(L, x, out,
+                   lambda ops, idx: x.loader(ops, list(idx[:dim]) + [sympy.Integer(index)] + list(idx[dim:])))
+
+
+@register(aten.split.Tensor, aten.split_with_sizes.default)
+def _split(L, node, x, sizes, dim=0):
+    dim = dim % x.ndim
+    vals = out_meta(node)
+    outs, start = [], 0
+    for v in vals:
+        n = v.shape[dim]
+        outs.append(_narrow(L, x, dim, start, v))
+        start += n
+    return outs
+
+
+@register(aten.unbind.int)
+def _unbind(L, node, x, dim=0):
+    dim = dim % x.ndim
+    outs = []
+    for i, v in enumerate(out_meta(node)):
+        def loader(ops, idx, _i=i):
+            return x.loader(ops, list(idx[:dim]) + [sympy.Integer(_i)] + list(idx[dim:]))
+        outs.append(view_tv(L, x, tuple(v.shape), loader, val=v))
+    return outs
+
+
+def _narrow(L, x, dim, start, val):
+    def loader(ops, idx):
+        full = list(idx)
+        full[dim] = idx[dim] + start
+        return x.loader(ops, full)
+    return view_tv(L, x, tuple(val.shape), loader, val=val)
+
+
+@register(aten.as_strided.default)
+def _as_strided(L, node, x, size, stride, storage_offset=None):
+    """A strided view of the storage under ``x``: loads go to the base buffer directly."""
+    if x.ref is None:
+        return NotImplemented
+    base = L.buffers[x.ref.name]
+    lay = base.layout
+    dims = sorted((st, n, d) for d, (n, st) in enumerate(zip(lay.size, lay.stride)) if n != 1)
+    expect = 1
+    for st, n, _ in dims:  # the base must be dense to turn a storage offset back into an index
+        if st != expect:
+            return NotImplemented
+        expect *= n
+    val = out_meta(node)
+    offset = int(val.storage_offset()) - L.input_offsets.get(base.name, 0)
+
+    def loader(ops, idx):
+        flat = sympy.Integer(offset)
+        for i, st, n in zip(idx, stride, size):
+            if n != 1:
+                flat = flat + i * st
+        from .ir import FloorDiv, ModIndex
+        full = [sympy.Integer(0)] * len(lay.size)
+        for st, n, d in dims:
+            full[d] = ModIndex(FloorDiv(flat, st), n)
+        return ops.load(base.name, full)
+    return view_tv(L, x, tuple(val.shape), loader)
+
+
+@register(aten.alias.default, aten.detach.default)
+def _alias(L, node, x):
+    return view_tv(L, x, x.size, x.loader)
+
+
+# -- cat, indexing -------------------------------------------------------------------------------------------
+
+@register(aten.cat.default)
+def _cat(L, node, tensors, dim=0):
+    val = out_meta(node)
+    tensors = [t for t in tensors if not (t.ndim == 1 and t.size[0] == 0)]
+    dim = dim % val.dim()
+    dt = opmath(val.dtype)
+    offsets, acc = [], 0
+    for t in tensors:
+        offsets.append(acc)
+        acc += t.size[dim]
+
+    def body(ops, idx):
+        result = None
+        for t, off in reversed(list(zip(tensors, offsets))):
+            if t.size[dim] == 0:
+                continue
+            local = list(idx)
+            # clamped, so every load stays in bounds; the where chain picks the right one
+            local[dim] = sympy.Min(sympy.Max(idx[dim] - off, 0), t.size[dim] - 1)
+            v = bload(ops, t, local, dt)
+            if result is None:
+                result = v
+            else:
+                result = ops.where(ops.lt(ops.index_expr(idx[dim], torch.int64),
+                                          ops.constant(off + t.size[dim], torch.int64)), v, result)
+        return result if result is not None else ops.constant(0, dt)
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=dt)
+
+
+def _indirect(ops, t: TV, idx, size: int):
+    return ops.indirect_indexing(bload(ops, t, idx, torch.int64), size)
+
+
+@register(aten.index.Tensor)
+def _index(L, node, x, indices):
+    val = out_meta(node)
+    if any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in indices):
+        return NotImplemented
+    indices = list(indices) + [None] * (x.ndim - len(indices))
+    pos = [i for i, t in enumerate(indices) if t is not None]
+    bshape = tuple(torch.broadcast_shapes(*[t.size for t in indices if t is not None]))
+    consecutive = pos == list(range(pos[0], pos[-1] + 1))
+    bstart = pos[0] if consecutive else 0
+
+    def body(ops, idx):
+        bidx = list(idx[bstart:bstart + len(bshape)])
+        other = list(idx[:bstart]) + list(idx[bstart + len(bshape):])
+        full, k = [], 0
+        for d in range(x.ndim):
+            if indices[d] is not None:
+                full.append(_indirect(ops, indices[d], bidx, x.size[d]))
+            else:
+                full.append(other[k])
+                k += 1
+        return x.loader(ops, full)
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+
+
+@register(aten.gather.default)
+def _gather(L, node, x, dim, index, sparse_grad=False):
+    val = out_meta(node)
+    dim = dim % max(x.ndim, 1)
+
+    def body(ops, idx):
+        full = list(idx)
+        if x.ndim:
+            full[dim] = _indirect(ops, index, idx, x.size[dim])
+        return x.loader(ops, full)
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+
+
+@register(aten.index_select.default)
+def _index_select(L, node, x, dim, index):
+    val = out_meta(node)
+    dim = dim % max(x.ndim, 1)
+
+    def body(ops, idx):
+        full = list(idx)
+        if x.ndim:
+            full[dim] = ops.indirect_indexing(
+                bload(ops, index, [idx[dim]] if index.ndim else [], torch.int64), x.size[dim])
+        return x.loader(ops, full)
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+
+
+@register(aten.embedding.default)
+def _embedding(L, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    val = out_meta(node)
+    n = indices.ndim
+
+    def body(ops, idx):
+        row = _indirect(ops, indices, list(idx[:n]), weight.size[0])
+        return weight.loader(ops, [row, idx[n]])
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
