@@ -222,6 +222,7 @@ class DictUnchanged final : public Leaf {
  public:
   DictUnchanged(PyObject* d, std::string desc) : Leaf(std::move(desc)), watch_(d) {}
   bool check(PyObject* v) override { return v == watch_.dict() && watch_.unchanged(); }
+  void rewatch() override { watch_ = DictWatch(watch_.dict()); }
 
  private:
   DictWatch watch_;
@@ -230,15 +231,40 @@ class DictUnchanged final : public Leaf {
 class ModuleTree final : public Leaf {
  public:
   ModuleTree(PyObject* module, std::string desc) : Leaf(std::move(desc)), module_(module) {
+    if (!watch_tree()) throw_python_error();
+  }
+
+  // Re-enumerates the tree and snapshots every dict again (the entry changed module state).
+  void rewatch() override {
+    std::vector<DictWatch> old;
+    old.swap(watches_);
+    if (!watch_tree()) {
+      PyErr_Clear();
+      watches_.swap(old);  // keep the old baseline: the guard fails and the frame recompiles
+    }
+  }
+
+  bool check(PyObject* v) override {
+    if (v != module_.o) return false;
+    for (DictWatch& w : watches_) {
+      if (!w.unchanged()) return false;
+    }
+    return true;
+  }
+
+ private:
+  // Watches the __dict__ of every module of the tree, the dicts in them, and the global hook
+  // dicts. False with a Python error set on failure.
+  bool watch_tree() {
     std::unordered_set<PyObject*> seen;
     auto watch = [&](PyObject* d) {
       if (seen.insert(d).second) watches_.emplace_back(d);
     };
-    PyObject* it = PyObject_CallMethod(module, "modules", nullptr);
-    if (!it) throw_python_error();
+    PyObject* it = PyObject_CallMethod(module_.o, "modules", nullptr);
+    if (!it) return false;
     PyObject* iter = PyObject_GetIter(it);
     Py_DECREF(it);
-    if (!iter) throw_python_error();
+    if (!iter) return false;
     while (PyObject* m = PyIter_Next(iter)) {
       PyObject* d = PyObject_GetAttrString(m, "__dict__");
       Py_DECREF(m);
@@ -254,9 +280,9 @@ class ModuleTree final : public Leaf {
       Py_DECREF(d);
     }
     Py_DECREF(iter);
-    if (PyErr_Occurred()) throw_python_error();
+    if (PyErr_Occurred()) return false;
     PyObject* mod = PyImport_ImportModule("torch.nn.modules.module");
-    if (!mod) throw_python_error();
+    if (!mod) return false;
     PyObject* md = PyModule_GetDict(mod);  // borrowed
     PyObject *k, *v;
     Py_ssize_t pos = 0;
@@ -265,18 +291,9 @@ class ModuleTree final : public Leaf {
       if (name && std::strncmp(name, "_global_", 8) == 0 && PyDict_Check(v)) watch(v);
     }
     Py_DECREF(mod);
-    if (PyErr_Occurred()) throw_python_error();
+    return !PyErr_Occurred();
   }
 
-  bool check(PyObject* v) override {
-    if (v != module_.o) return false;
-    for (DictWatch& w : watches_) {
-      if (!w.unchanged()) return false;
-    }
-    return true;
-  }
-
- private:
   Ref module_;
   std::vector<DictWatch> watches_;
 };

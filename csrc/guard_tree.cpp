@@ -129,6 +129,11 @@ bool GuardNode::check_value(PyObject* value, const FrameView& frame, CheckCtx& c
   return true;
 }
 
+void GuardNode::rewatch() {
+  for (auto& leaf : leaves_) leaf->rewatch();
+  for (auto& c : children_) c->rewatch();
+}
+
 void GuardNode::dump(std::string& out, int indent) const {
   indent_to(out, indent);
   out += path_;

@@ -56,6 +56,9 @@ class Leaf {
   virtual ~Leaf() = default;
   // `value` is borrowed and never NULL. Must return with no error set.
   virtual bool check(PyObject* value) = 0;
+  // Leaves that watch mutable state (dict versions, module trees) take its current state as
+  // the new baseline: called after the cache entry's own side effects changed that state.
+  virtual void rewatch() {}
   const std::string& desc() const { return desc_; }
 
  private:
@@ -110,6 +113,7 @@ class GuardNode {
   bool check_value(PyObject* value, const FrameView& frame, CheckCtx& ctx);
   void dump(std::string& out, int indent) const;
   void dump_children(std::string& out, int indent) const;
+  void rewatch();  // Leaf::rewatch on this subtree
   const std::string& path() const { return path_; }
   int n_slots() const { return n_slots_; }
 
@@ -137,6 +141,8 @@ class RootGuard {
   int n_slots() const { return n_slots_; }
   std::string last_failure() const { return last_failure_ ? *last_failure_ : std::string(); }
   std::string dump() const;
+  // Every watching leaf re-baselines (after side effects the entry applied to watched state).
+  void rewatch() { frame_.rewatch(); }
 
  private:
   bool fail(const std::string* what, PyObject** slots);

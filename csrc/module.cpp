@@ -149,6 +149,8 @@ PYBIND11_MODULE(_C, m) {
            },
            py::arg("f_locals"), py::arg("f_globals"), py::arg("f_builtins"),
            py::arg("closure") = py::none())
+      .def("rewatch", &RootGuard::rewatch,
+           "Watching leaves (module trees, dicts) take the current state as their baseline.")
       .def("last_failure", &RootGuard::last_failure)
       .def("dump", &RootGuard::dump)
       .def_property_readonly("n_slots", &RootGuard::n_slots);

@@ -133,3 +133,30 @@ def test_nested_namedtuple_plan():
 def test_bad_namedtuple_plans(plan):
     with pytest.raises(ValueError):
         C.CacheEntry.graph(C.RootGuard(0), lambda: (), 0, plan)
+
+
+def test_rewatch_rebaselines_module_tree_and_dict_leaves():
+    m = torch.nn.Linear(2, 2)
+    root = C.RootGuard(0)
+    root.local(0, "m").add_module_tree(m, "MODULE_TREE")
+    d = {"a": 1}
+    root.local(1, "d").add_dict_unchanged(d, "DICT_UNCHANGED")
+    assert check(root, m, d)
+    m.cache = torch.ones(1)                   # what a side effect of the entry does
+    d["b"] = 2
+    assert not check(root, m, d)
+    root.rewatch()
+    assert check(root, m, d)
+    m.other = 1                               # later changes are still seen
+    assert not check(root, m, d)
+
+
+def test_rewatch_sees_submodules_added_before_it():
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    root = C.RootGuard(0)
+    root.local(0, "m").add_module_tree(m, "MODULE_TREE")
+    m.append(torch.nn.ReLU())
+    root.rewatch()
+    assert check(root, m)
+    m[1].flag = True                          # the new submodule's __dict__ is watched too
+    assert not check(root, m)
