@@ -101,7 +101,7 @@ class ConvertFrame:
         n_inputs = len(captured.input_sources)
         guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
-        compiled, n_call = with_side_effects(captured, compiled, n_inputs)   # mutations applied after it
+        compiled, n_call = with_side_effects(captured, compiled, n_inputs, guard)   # mutations applied after it
         entry = _C.CacheEntry.graph(guard, compiled, n_call, lower_output_spec(captured.output, n_inputs))
         _C.cache_add(code, entry)
         return entry

@@ -40,6 +40,7 @@ def module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
     stored = stored_attribute(tx, m, name)
     if stored is not None:                        # assigned earlier in this trace
         return stored
+    tx.side_effects.module_read(m, name)
     d = m.__dict__
     if name in _STATE_DICTS:                      # the tree guard watches these dicts: contents covered
         dsrc = AttrSource(src, name) if src is not None else None

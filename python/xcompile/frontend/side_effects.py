@@ -44,6 +44,7 @@ from .values import (
     DictValue,
     LazyValue,
     ListValue,
+    ModuleValue,
     NewObjectValue,
     SetValue,
     TensorValue,
@@ -78,6 +79,7 @@ class SideEffects:
         self._targets: dict[Any, _Target] = {}            # key -> target, in first-change order
         self._globals: dict[tuple[int, str], Any] = {}    # (id(globals dict), name) -> Value | DELETED
         self._keepalive: list[Any] = []
+        self._module_reads: set[tuple[int, str]] = set()  # (id(module), name) read from the real module
 
     def __bool__(self) -> bool:
         return bool(self._targets)
@@ -111,6 +113,33 @@ class SideEffects:
         t = self._targets.get(("attrs", id(obj)))
         return None if t is None else t.attrs.get(name)
 
+    def module_read(self, m: torch.nn.Module, name: str) -> None:
+        """The trace read ``m.name`` from the real module (its value is baked into the graph)."""
+        self._module_reads.add((id(m), name))
+
+    def _rewatch_safe(self) -> bool:
+        """After applying, may the entry's guard take the new module state as its baseline?
+        Only when the trace relied on nothing that the effects change: every module attribute
+        it writes is a plain attribute (not a parameter, buffer or submodule) that it never read
+        from the real module.  Otherwise the guard fails on the next call and the frame recompiles."""
+        touched = False
+        for t in self._targets.values():
+            if t.kind == "dict":
+                touched = True
+            if t.kind != "attrs" or not isinstance(real_object(t.value), torch.nn.Module):
+                continue
+            m = real_object(t.value)
+            touched = True
+            for name, v in t.attrs.items():
+                if (id(m), name) in self._module_reads or name in m._parameters or name in m._buffers \
+                        or name in m._modules or v is DELETED:
+                    return False
+                v = v.obj if isinstance(v, LazyValue) else v
+                if isinstance(v, (torch.nn.Module, torch.nn.Parameter, ModuleValue)) \
+                        or (isinstance(v, TensorValue) and v.cls is torch.nn.Parameter):
+                    return False
+        return touched
+
     def stored_attrs(self, obj: Any) -> dict[str, Any]:
         t = self._targets.get(("attrs", id(obj)))
         return {} if t is None else t.attrs
@@ -139,7 +168,7 @@ class SideEffects:
             return None
         b = _SpecBuilder(tx, out)
         steps = [b.target(t) for t in self._targets.values()]
-        return EffectPlan(steps, len(out.passthrough), self.describe())
+        return EffectPlan(steps, len(out.passthrough), self.describe(), self._rewatch_safe())
 
 
 def _describe(t: _Target) -> str:
@@ -224,10 +253,13 @@ class _SpecBuilder:
 class EffectPlan:
     """The recorded side effects of one trace, ready to apply after the graph ran."""
 
-    def __init__(self, steps: list[tuple], n_objects: int, described: list[str]):
+    def __init__(self, steps: list[tuple], n_objects: int, described: list[str], rewatch: bool = False):
         self.steps = steps
         self.n_objects = n_objects           # effect slots: passthrough_sources[:n_objects]
         self.described = described
+        # after applying, the entry's guard re-baselines its module/dict watches (see
+        # SideEffects._rewatch_safe): writing `self.cache = ...` in forward does not recompile
+        self.rewatch = rewatch
 
     def __repr__(self) -> str:
         return f"EffectPlan({'; '.join(self.described)})"
@@ -304,24 +336,29 @@ def _make_namedtuple(cls, parts):
     return cls(parts) if hasattr(cls, "n_sequence_fields") else cls(*parts)
 
 
-def wrap_compiled(compiled: Callable, plan: EffectPlan, n_tensors: int) -> Callable:
+def wrap_compiled(compiled: Callable, plan: EffectPlan, n_tensors: int, guard=None) -> Callable:
     """The graph entry's callable for a graph with side effects: called with
-    ``(*graph_inputs, *effect_objects)``, runs the graph, applies the effects, returns the outputs."""
+    ``(*graph_inputs, *effect_objects)``, runs the graph, applies the effects, returns the outputs.
+    ``guard`` (the entry's RootGuard) re-baselines its watches afterwards when the plan allows."""
+    rewatch = guard.rewatch if guard is not None and plan.rewatch else None
+
     def run_and_apply(*args):
         outs = compiled(*args[:n_tensors])
         plan.apply(outs, args[n_tensors:])
+        if rewatch is not None:
+            rewatch()
         return outs
     run_and_apply.__qualname__ = f"side_effects({getattr(compiled, '__qualname__', 'graph')})"
     run_and_apply.effect_plan = plan
     return run_and_apply
 
 
-def with_side_effects(captured, compiled: Callable, n_inputs: int) -> tuple[Callable, int]:
+def with_side_effects(captured, compiled: Callable, n_inputs: int, guard=None) -> tuple[Callable, int]:
     """(callable, number of slots it takes) for ``CacheEntry.graph``: unchanged without effects."""
     plan = getattr(captured, "side_effects", None)
     if plan is None:
         return compiled, n_inputs
-    return wrap_compiled(compiled, plan, n_inputs), n_inputs + plan.n_objects
+    return wrap_compiled(compiled, plan, n_inputs, guard), n_inputs + plan.n_objects
 
 
 __all__ = ["DELETED", "EffectPlan", "SideEffects", "with_side_effects", "wrap_compiled"]

@@ -120,6 +120,8 @@ def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool
             return
         if isinstance(real, torch.nn.Module) and value is not None:
             _check_module_assignment(real, name, value)
+        if value is not None and _same_tensor(tx, real, name, value):
+            return                                 # `self.n += 1` on a tensor: in place, already done
         tx.side_effects.store_attr(obj, real, name, DELETED if value is None else value)
         return
     if isinstance(obj, ClassValue):
@@ -127,6 +129,20 @@ def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool
                           "Changing classes inside a compiled region is not supported.")
     raise Unsupported(f"assignment to attribute {name!r} of {obj.describe()}",
                       "Only plain objects, nn.Modules and objects made in the frame can be changed.")
+
+
+def _same_tensor(tx: "Tracer", real: object, name: str, value: Value) -> bool:
+    """``value`` is the very tensor ``real.name`` holds now (an in-place op returned it)."""
+    if not isinstance(value, TensorValue):
+        return False
+    current = tx.side_effects.attr(real, name)
+    if current is None:
+        d = getattr(real, "__dict__", {})
+        t = d.get(name)
+        if t is None and isinstance(real, torch.nn.Module):
+            t = real._buffers.get(name, real._parameters.get(name))
+        current = tx.gb.by_id.get(id(t)) if isinstance(t, torch.Tensor) else None
+    return isinstance(current, TensorValue) and current.fake is value.fake
 
 
 def _check_module_assignment(m: torch.nn.Module, name: str, value: Value) -> None:
