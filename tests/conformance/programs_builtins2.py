@@ -13,7 +13,7 @@ from .harness import CaseTable, rn
 T = CaseTable("builtins")
 
 
-# -- math --------------------------------------------------------------------------------------------------------
+# -- math ----------------------------------------------------------------------------------------------------
 @T.case(rn(3))
 def math_functions_on_constants(a):
     return a * math.sqrt(16) + math.exp(0) + math.log2(8) + math.cos(0) + math.hypot(3, 4)
@@ -47,7 +47,7 @@ def math_degrees_radians_atan2(a):
     return a * math.radians(180) + math.degrees(math.pi / 2) * 0 + math.atan2(1, 1)
 
 
-# -- numbers -----------------------------------------------------------------------------------------------------
+# -- numbers -------------------------------------------------------------------------------------------------
 @T.case(rn(3))
 def abs_round_divmod_pow(a):
     q, r = divmod(17, 5)
@@ -88,7 +88,7 @@ def int_methods(a):
     return a * n.bit_length() + (255).bit_count(), n.to_bytes(2, "big"), int.from_bytes(b"\x01\x00", "big")
 
 
-# -- strings -----------------------------------------------------------------------------------------------------
+# -- strings -------------------------------------------------------------------------------------------------
 @T.case(rn(3))
 def string_methods(a):
     s = "Hello, World"
@@ -121,7 +121,7 @@ def chr_ord_hex_bin(a):
     return a * (ord("c") - ord("a")), chr(65), hex(255), bin(5), oct(8)
 
 
-# -- operator ----------------------------------------------------------------------------------------------------
+# -- operator ------------------------------------------------------------------------------------------------
 @T.case(rn(3), rn(3))
 def operator_functions_on_tensors(a, b):
     return operator.add(a, b), operator.mul(a, 2), operator.sub(b, a), operator.truediv(a, 2), operator.neg(a)
@@ -171,7 +171,7 @@ def operator_getitem_on_tensor(a):
     return operator.getitem(a, (slice(None), 1)), operator.getitem(a, 0)
 
 
-# -- functools -----------------------------------------------------------------------------------------------------
+# -- functools -----------------------------------------------------------------------------------------------
 def _affine(x, w=1.0, b=0.0):
     return x * w + b
 
@@ -231,7 +231,7 @@ def functools_wraps_decorator(a):
     return _decorated(a), _decorated.__name__
 
 
-# -- itertools -----------------------------------------------------------------------------------------------------
+# -- itertools -----------------------------------------------------------------------------------------------
 @T.case(rn(3), rn(3))
 def itertools_chain(a, b):
     return list(itertools.chain([a, b], (a * 2,), [b * 3]))
@@ -296,7 +296,7 @@ def itertools_compress(a, b):
     return list(itertools.compress([a, b, a + b], [True, False, 1]))
 
 
-# -- collections ---------------------------------------------------------------------------------------------------
+# -- collections ---------------------------------------------------------------------------------------------
 @T.case(rn(3))
 def ordered_dict_in_frame(a):
     d = collections.OrderedDict()
@@ -334,7 +334,7 @@ def dict_fromkeys_and_frozenset(a):
     return a * len(d) + len(fs), d, 2 in fs
 
 
-# -- builtins on containers ---------------------------------------------------------------------------------------
+# -- builtins on containers ----------------------------------------------------------------------------------
 @T.case(rn(3))
 def map_and_filter(a):
     doubled = list(map(lambda t: t * 2, [a, a + 1]))

@@ -11,7 +11,7 @@ from .harness import CaseTable, obj, rn
 T = CaseTable("effects")
 
 
-# -- lists passed in ------------------------------------------------------------------------------------------
+# -- lists passed in -----------------------------------------------------------------------------------------
 @T.case([rn(3), rn(3)])
 def list_append_tensor(xs):
     xs.append(xs[0] + xs[1])
@@ -97,7 +97,7 @@ def list_of_mixed_values_mutated(xs):
     return xs[0] * xs[1]
 
 
-# -- dicts passed in --------------------------------------------------------------------------------------------
+# -- dicts passed in -----------------------------------------------------------------------------------------
 @T.case({"a": rn(3)})
 def dict_new_key(d):
     d["b"] = d["a"] * 2
@@ -153,7 +153,7 @@ def dict_overwrite_existing_key(d, a):
     return a + 1
 
 
-# -- objects passed in --------------------------------------------------------------------------------------------
+# -- objects passed in ---------------------------------------------------------------------------------------
 class State:
     def __init__(self, x, n=0):
         self.x = x
@@ -275,7 +275,7 @@ def empty_object_gets_attributes(b, a):
     return b.tensor * b.count
 
 
-# -- globals (each build gets its own copy of the module's globals) -------------------------------------------------
+# -- globals (each build gets its own copy of the module's globals) ------------------------------------------
 def fresh(fn, **overrides):
     """``fn`` with a private copy of its module's globals (so eager and compiled copies don't share)."""
     g = dict(fn.__globals__)
@@ -339,7 +339,7 @@ T.build("global_written_then_read", lambda: fresh(_global_written_then_read, LAS
         state=lambda f: f.__globals__["LAST"])
 
 
-# -- closure cells -----------------------------------------------------------------------------------------------
+# -- closure cells -------------------------------------------------------------------------------------------
 def _make_nonlocal_tensor():
     latest = None
 
@@ -411,7 +411,7 @@ def local_closure_counter_made_in_frame(a):
     return a * count
 
 
-# -- ordering and aliasing --------------------------------------------------------------------------------------
+# -- ordering and aliasing -----------------------------------------------------------------------------------
 @T.case([rn(3)], {"k": rn(3)})
 def list_and_dict_both_mutated(xs, d):
     xs.append(d["k"])

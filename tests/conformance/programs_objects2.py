@@ -15,7 +15,7 @@ from .harness import CaseTable, obj, rn
 T = CaseTable("obj")
 
 
-# -- plain classes ---------------------------------------------------------------------------------------------
+# -- plain classes -------------------------------------------------------------------------------------------
 class Point:
     def __init__(self, x, y):
         self.x = x
@@ -83,7 +83,7 @@ def method_mutating_new_object(a):
     return a * c.n
 
 
-# -- dataclasses -------------------------------------------------------------------------------------------------
+# -- dataclasses ---------------------------------------------------------------------------------------------
 @dataclasses.dataclass
 class Config:
     hidden: int = 4
@@ -148,7 +148,7 @@ def dataclass_fields_and_replace(a):
     return a * len(names), names
 
 
-# -- named tuples ----------------------------------------------------------------------------------------------
+# -- named tuples --------------------------------------------------------------------------------------------
 Vec = collections.namedtuple("Vec", ["u", "v"])
 
 
@@ -201,7 +201,7 @@ def return_structseq_directly(a):
     return torch.min(a, 1)
 
 
-# -- inheritance, super, properties, static/class methods --------------------------------------------------------
+# -- inheritance, super, properties, static/class methods ----------------------------------------------------
 class Base:
     factor = 2
 
@@ -303,7 +303,7 @@ def property_setter_on_input_object(t):
     return t.f
 
 
-# -- dunder protocols ----------------------------------------------------------------------------------------------
+# -- dunder protocols ----------------------------------------------------------------------------------------
 class Bank:
     def __init__(self, tensors):
         self.tensors = tensors
@@ -388,7 +388,7 @@ def operator_overloading_on_user_class(a, b):
     return w.a, w.b
 
 
-# -- getattr / hasattr / setattr / isinstance ------------------------------------------------------------------------
+# -- getattr / hasattr / setattr / isinstance ----------------------------------------------------------------
 @T.case(obj(Point, rn(3), rn(3)))
 def getattr_with_name_and_default(p):
     name = "y"
@@ -435,7 +435,7 @@ def callable_checks(a):
     return a * callable(torch.sin), callable(Point), callable(3), callable(Affine(1, 2))
 
 
-# -- enums and modules holding objects ------------------------------------------------------------------------------
+# -- enums and modules holding objects -----------------------------------------------------------------------
 class Mode(enum.Enum):
     TRAIN = "train"
     EVAL = "eval"

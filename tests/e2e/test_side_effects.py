@@ -21,7 +21,7 @@ def _reset():
     xcompile.reset()
 
 
-# -- closure cells: the cell of the function being called, not the one traced ----------------------------------------
+# -- closure cells: the cell of the function being called, not the one traced --------------------------------
 def _make_accumulator():
     total = torch.zeros(3)
 
@@ -35,7 +35,8 @@ def _make_accumulator():
 def test_nonlocal_rebind_goes_to_the_callers_cell():
     cnt = CompileCounter()
     f, g = _make_accumulator(), _make_accumulator()          # same code object, different cells
-    cf, cg = xcompile.compile(f, backend=cnt, fullgraph=True), xcompile.compile(g, backend=cnt, fullgraph=True)
+    cf = xcompile.compile(f, backend=cnt, fullgraph=True)
+    cg = xcompile.compile(g, backend=cnt, fullgraph=True)
     x = torch.ones(3)
     cf(x)
     cf(x)
@@ -45,7 +46,7 @@ def test_nonlocal_rebind_goes_to_the_callers_cell():
     assert cnt.frame_count == 1                               # one entry serves both closures
 
 
-# -- globals -------------------------------------------------------------------------------------------------------
+# -- globals -------------------------------------------------------------------------------------------------
 COUNTERS = {"calls": 0}
 RESULT = None
 
@@ -83,7 +84,7 @@ def test_global_delete():
     assert "DOOMED" not in globals()
 
 
-# -- modules ------------------------------------------------------------------------------------------------------------
+# -- modules -------------------------------------------------------------------------------------------------
 class Caching(nn.Module):
     def __init__(self):
         super().__init__()
@@ -154,7 +155,7 @@ def test_inplace_buffer_update_keeps_the_buffer_object(backend):
     assert cnt.frame_count == 1
 
 
-# -- every backend applies the same effects --------------------------------------------------------------------------
+# -- every backend applies the same effects ------------------------------------------------------------------
 class State:
     def __init__(self):
         self.x = torch.zeros(3)
@@ -183,7 +184,7 @@ def test_effects_with_each_backend(backend):
     assert cnt.frame_count == 1
 
 
-# -- identity and the objects of each call ------------------------------------------------------------------------------
+# -- identity and the objects of each call -------------------------------------------------------------------
 def _append_and_return(xs, x):
     xs.append(x * 2)
     return xs

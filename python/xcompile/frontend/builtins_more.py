@@ -328,7 +328,8 @@ def _object_setattr(tx, args, kwargs):
 @builtin(_object_init)
 def _object_init_call(tx, args, kwargs):
     if len(args) > 1 or kwargs:
-        raise PythonError.of(TypeError("object.__init__() takes exactly one argument (the instance to initialize)"))
+        raise PythonError.of(TypeError("object.__init__() takes exactly one argument "
+                                       "(the instance to initialize)"))
     return ConstantValue(None)
 
 

@@ -91,7 +91,7 @@ def _exit_autocast(tx: "Tracer", ctx: AutocastValue) -> None:
     gb.autocast_modes.pop()
 
 
-# -- @contextlib.contextmanager -------------------------------------------------------------------------------
+# -- @contextlib.contextmanager ------------------------------------------------------------------------------
 def make_generator_context(tx: "Tracer", args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``contextlib._GeneratorContextManager(func, args, kwds)`` (what the decorator's helper makes)."""
     from .iteration import items_of

@@ -30,7 +30,6 @@ the replacement code of a frame with graph breaks calls ``EffectPlan.apply`` its
 """
 from __future__ import annotations
 
-import types
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 

@@ -100,7 +100,8 @@ def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool
             raise Unsupported(f"assignment to attribute {name!r} of {obj.describe()}, whose class has "
                               f"a builtin __setattr__")
         if value is None and cls.__delattr__ not in (object.__delattr__, torch.nn.Module.__delattr__):
-            raise Unsupported(f"deleting attribute {name!r} of {obj.describe()}, whose class defines __delattr__")
+            raise Unsupported(f"deleting attribute {name!r} of {obj.describe()}, "
+                              "whose class defines __delattr__")
         if isinstance(real, (type, types.ModuleType)):
             raise Unsupported(f"assignment to attribute {name!r} of {obj.describe()}")
         if _setter(tx, cls, name, obj, value):
@@ -174,7 +175,7 @@ def stored_attribute(tx: "Tracer", real: object, name: str) -> Value | None:
 __all__ = ["delete_attribute", "store_attribute", "stored_attribute"]
 
 
-# -- dunder protocols of user classes -------------------------------------------------------------------------
+# -- dunder protocols of user classes ------------------------------------------------------------------------
 class _NotDefined:
     def __repr__(self) -> str:
         return "<not defined>"
