@@ -116,3 +116,24 @@ def test_assert_same_rejects(actual, expected, needle):
 def test_assert_same_accepts_equal_nested():
     x = rn(2, 3).make()
     assert_same({"a": (x, [1, "s", torch.float32])}, {"a": (x.clone(), [1, "s", torch.float32])})
+
+
+def test_detects_wrong_attribute_of_an_input_object():
+    def skip_effects(fn):
+        def run(s, a):
+            import copy
+            return fn(copy.copy(s), a)            # the effects land on a copy: the input is unchanged
+        return run
+    with pytest.raises(AssertionError, match=r"inputs after call.*__dict__\['x'\]"):
+        run_case(_by_name("effects.object_attribute_assignment"), FakeCompiler(skip_effects))
+
+
+def test_detects_wrong_program_state():
+    def forget_global(fn):
+        def run(*args):
+            out = fn(*args)
+            fn.__globals__["LAST"] = None         # as if the global write were lost
+            return out
+        return run
+    with pytest.raises(AssertionError, match="program state after call"):
+        run_case(_by_name("effects.global_rebound_to_tensor"), FakeCompiler(forget_global))
