@@ -13,7 +13,7 @@ import types
 import torch
 
 from . import _C
-from .convert_frame import SKIP, ConvertFrame, RunOnly
+from .convert_frame import EXPLICIT_CODES, SKIP, ConvertFrame, RunOnly
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEFAULT_BACKEND = "eager"
@@ -67,6 +67,9 @@ def _compiled_function(fn, callback, *, bound_self=None, like=None, hooks_module
     cf._xcompile_callback = callback
     if hasattr(callback, "explicit_codes"):
         callback.explicit_codes.add(fn.__code__)
+        EXPLICIT_CODES.add(fn.__code__)
+        if fn.__code__ not in _nonrecursive_skips and _C.get_code_state(fn.__code__) == SKIP:
+            _C.set_code_state(fn.__code__, 0)   # skipped as library code before: compiled now
     return cf
 
 

@@ -42,6 +42,11 @@ def _skip_code(code: types.CodeType) -> bool:
     return fn.startswith(_SKIP_PREFIXES + tuple(config.skip_file_prefixes))
 
 
+# Every code object handed to compile() by any callback: never marked SKIP when another callback
+# (a graph break's replacement code calling the module, say) meets it as library code.
+EXPLICIT_CODES: set = set()
+
+
 def _where(code: types.CodeType) -> str:
     return f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})"
 
@@ -63,7 +68,8 @@ class ConvertFrame:
 
     def __call__(self, code, f_locals, f_globals, f_builtins, closure):
         if code not in self.explicit_codes and _skip_code(code):
-            _C.set_code_state(code, SKIP)
+            if code not in EXPLICIT_CODES:    # library code someone compiles explicitly stays NORMAL
+                _C.set_code_state(code, SKIP)
             return None
         entries = _C.cache_entries(code)
         if entries:

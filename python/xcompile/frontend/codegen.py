@@ -32,12 +32,14 @@ import torch
 from .resume import CannotResume
 from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from .values import (
+    AutocastValue,
     BoundMethodValue,
     CellValue,
     ConstantValue,
     ContextExitValue,
     DictValue,
     DictViewValue,
+    GeneratorContextValue,
     GradModeValue,
     IteratorValue,
     LazyValue,
@@ -53,6 +55,7 @@ from .values import (
     TensorMethodValue,
     TensorValue,
     TupleValue,
+    UserContextValue,
     Value,
     real_object,
 )
@@ -107,6 +110,8 @@ class RunnerBuilder:
         self._keep: list[Any] = []
         self._names = itertools.count()
         self.exits: list[str] = []                # entered contexts' __exit__, outermost first
+        self.preload: list[str] = []              # reads of outside objects (before side effects)
+        self._loaded: dict[Source, str] = {}
 
     # -- names ---------------------------------------------------------------------------------------
     def temp(self, prefix: str = "v") -> str:
@@ -152,6 +157,17 @@ class RunnerBuilder:
             return f"{self.source(src.base)}[{self.const(src.key)}]"
         raise CannotResume(f"cannot reload a value from source {src!r}")
 
+    def load(self, src: Source) -> str:
+        """An object from outside the frame, read before the recorded side effects are applied
+        (they may replace what the source leads to: ``xs[0]`` after ``xs.insert(0, ...)``)."""
+        if isinstance(src, LocalSource):
+            return self.source(src)
+        name = self._loaded.get(src)
+        if name is None:
+            name = self._loaded[src] = self.temp("g")
+            self.preload.append(f"{name} = {self.source(src)}")
+        return name
+
     # -- values --------------------------------------------------------------------------------------
     def tensor_output(self, v: TensorValue) -> str:
         i = self._out_index.get(v.node)
@@ -163,14 +179,14 @@ class RunnerBuilder:
     def expr(self, v: Value) -> str:
         """An expression (cheap to repeat) for the object ``v`` stands for."""
         if isinstance(v, LazyValue):
-            return self.source(v.source) if v.source is not None else self.const(v.obj)
+            return self.load(v.source) if v.source is not None else self.const(v.obj)
         if isinstance(v, TensorValue):
             op = v.node.op
             if op == "placeholder":
-                return self.source(v.source)
+                return self.load(v.source)
             if op == "get_attr":
                 if v.source is not None:
-                    return self.source(v.source)
+                    return self.load(v.source)
                 return self.const(self.tx.gb.root[v.node.target], "t")
             return self.tensor_output(v)
         if isinstance(v, ConstantValue):
@@ -180,9 +196,15 @@ class RunnerBuilder:
         rebuild = getattr(v, "rebuild_as", None)          # tracing_rules._rebuilt_as
         if rebuild is not None:
             obj, src = rebuild
-            return self.source(src) if src is not None else self.const(obj)
-        if v.source is not None and not isinstance(v, (GradModeValue, ContextExitValue)):
-            return self.source(v.source)
+            return self.load(src) if src is not None else self.const(obj)
+        if v.source is not None:
+            if isinstance(v, ContextExitValue):          # a context entered before this frame
+                name = self._memo.get(id(v))
+                if name is None:
+                    name = self._memo[id(v)] = self.assign(self.load(v.source), "exit")
+                    self.exits.append(name)
+                return name
+            return self.load(v.source)
         name = self._memo.get(id(v))
         if name is not None:
             return name
@@ -209,7 +231,7 @@ class RunnerBuilder:
             if isinstance(src, ClosureSource):
                 return f"closure[{src.index}]"
             if isinstance(src, AttrSource) and src.attr == "cell_contents":
-                return self.source(src.base)
+                return self.load(src.base)
             raise CannotResume("a closure cell of a function outside the frame")
         if c.contents is None:
             name = self.assign("CellType()", "cell")
@@ -231,7 +253,7 @@ class RunnerBuilder:
         head = [f"def {fname}({params}):"]
         if graph_call:
             head.append(f"    outs = {graph_call}")
-        body = side_effects + self.lines + body_tail
+        body = self.preload + side_effects + self.lines + body_tail
         return "\n".join(head + ["    " + ln for ln in body]) + "\n"
 
     def build(self, source_text: str) -> types.FunctionType:
@@ -326,6 +348,12 @@ def _noop_context(b: RunnerBuilder, v: NoOpContextValue) -> str:
 def _context_exit(b: RunnerBuilder, v: ContextExitValue) -> str:
     """An active `with` block: make its context again, enter it, and hand out ``__exit__``."""
     ctx = v.ctx
+    if isinstance(ctx, UserContextValue):           # entered while tracing: its effects are replayed
+        name = b.expr(ctx.exit_fn)                  # already (side effects), so it is not re-entered
+        b.exits.append(name)
+        return name
+    if isinstance(ctx, (GeneratorContextValue, AutocastValue)):
+        raise CannotResume(f"{ctx.describe()} is active at the break")
     if isinstance(ctx, GradModeValue) and ctx.prev is not None:
         ctx_expr = b.assign(f"torch.set_grad_enabled({ctx.enabled})", "ctx")
     elif isinstance(ctx, (GradModeValue, NoOpContextValue)):

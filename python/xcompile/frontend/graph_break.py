@@ -287,8 +287,8 @@ class _Plan:
             if not isinstance(v, NullValue):
                 b.expr(v)
         mode = initial_grad
-        for v in below:
-            if isinstance(v, ContextExitValue) and isinstance(v.ctx, GradModeValue):
+        for v in below:                                   # contexts the runner enters again
+            if isinstance(v, ContextExitValue) and isinstance(v.ctx, GradModeValue) and v.source is None:
                 mode = v.ctx.enabled
         action, after = self._action(operands, below)
         tails = self._resumes(after)

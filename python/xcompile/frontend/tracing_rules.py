@@ -332,7 +332,9 @@ def _bound_method(tx, m: types.MethodType, source, covered) -> Value | None:
         tx.guards.identity(AttrSource(source, "__func__"), m.__func__)
         tx.guards.constant(AttrSource(AttrSource(source, "__self__"), "prev"), prev)
     enabled = torch.is_grad_enabled()
-    return ContextExitValue(GradModeValue(enabled, exit_to=prev))
+    v = ContextExitValue(GradModeValue(enabled, exit_to=prev))
+    v.source = source          # a real, entered context: replacement code reloads it, never re-enters
+    return v
 
 
 _GRAD_EXITS = {torch.no_grad.__exit__, torch.enable_grad.__exit__, torch.set_grad_enabled.__exit__}
