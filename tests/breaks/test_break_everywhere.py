@@ -67,7 +67,7 @@ _CASES = [(c, i) for c, i in zip(ALL_CASES, CASE_IDS)]
 _SAMPLE = _CASES if _FULL else _CASES[::3]
 
 
-@pytest.mark.parametrize("k", [0, 2])
+@pytest.mark.parametrize("k", [0, 1, 2, 3] if _FULL else [0, 2])
 @pytest.mark.parametrize("case", [c for c, _ in _SAMPLE], ids=[i for _, i in _SAMPLE])
 def test_program_with_injected_breaks(case, k, break_before_op):
     break_before_op(k)

@@ -197,16 +197,18 @@ def _frozenset(tx, args, kwargs):
 
 
 # -- operator: getters and callers ------------------------------------------------------------------------
-def _itemgetter_call(*a):             # markers: the real objects are never called
-    raise AssertionError
+# The callables the getters become while tracing; real implementations too, so the replacement
+# code of a graph break can rebuild a getter that is live at the break.
+def _itemgetter_call(keys, obj):
+    return operator.itemgetter(*keys)(obj)
 
 
-def _attrgetter_call(*a):
-    raise AssertionError
+def _attrgetter_call(names, obj):
+    return operator.attrgetter(*names)(obj)
 
 
-def _methodcaller_call(*a):
-    raise AssertionError
+def _methodcaller_call(name, args, kwargs, obj):
+    return getattr(obj, name)(*args, **kwargs)
 
 
 @builtin(operator.itemgetter)

@@ -111,6 +111,7 @@ class RunnerBuilder:
         self._names = itertools.count()
         self.exits: list[str] = []                # entered contexts' __exit__, outermost first
         self.preload: list[str] = []              # reads of outside objects (before side effects)
+        self.built_by_effects: set[int] = set()   # ids of values the side effects rebuild
         self._loaded: dict[Source, str] = {}
 
     # -- names ---------------------------------------------------------------------------------------
@@ -208,6 +209,10 @@ class RunnerBuilder:
         name = self._memo.get(id(v))
         if name is not None:
             return name
+        if id(v) in self.built_by_effects:                # the side effects built this object
+            name = self._memo[id(v)] = f"built[{id(v)}]"
+            self._keep.append(v)
+            return name
         maker = _MAKERS.get(type(v))
         if maker is not None:
             name = maker(self, v)
@@ -281,7 +286,13 @@ def _list(b: RunnerBuilder, v: ListValue) -> str:
 
 
 def _dict(b: RunnerBuilder, v: DictValue) -> str:
-    return b.assign("{" + ", ".join(f"{b.const(k)}: {b.expr(x)}" for k, x in v.items.items()) + "}")
+    items = "{" + ", ".join(f"{b.const(k)}: {b.expr(x)}" for k, x in v.items.items()) + "}"
+    cls = getattr(v, "cls", dict)
+    if cls is dict:
+        return b.assign(items)
+    if getattr(v, "default_factory", None) is not None:      # defaultdict
+        return b.assign(f"{b.const(cls)}({b.expr(v.default_factory)}, {items})")
+    return b.assign(f"{b.const(cls)}({items})")
 
 
 def _set(b: RunnerBuilder, v: SetValue) -> str:

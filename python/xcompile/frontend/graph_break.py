@@ -231,6 +231,43 @@ def capture(fs: FrameState, *, fullgraph: bool = False) -> WholeFrame | BrokenFr
     return broken
 
 
+def _built_ids(steps) -> set[int]:
+    """Ids of the values an EffectPlan builds (side_effects.py spec format): the replacement code
+    takes those objects from the plan instead of building them a second time."""
+    ids: set[int] = set()
+
+    def walk(spec) -> None:
+        if not isinstance(spec, tuple) or not spec:
+            return
+        kind = spec[0]
+        if kind in ("tuple", "list", "set"):
+            ids.add(spec[1])
+            for p in spec[2]:
+                walk(p)
+        elif kind == "namedtuple":
+            ids.add(spec[1])
+            for p in spec[3]:
+                walk(p)
+        elif kind == "dict":
+            ids.add(spec[1])
+            for p in spec[3]:
+                walk(p)
+        elif kind == "object":
+            ids.add(spec[1])
+            for p in spec[3].values():
+                walk(p)
+
+    for step in steps:
+        kind = step[0]
+        parts = {"list": step[2] if kind == "list" else (), "dict": step[3] if kind == "dict" else (),
+                 "attrs": [p for _, p in step[2]] if kind == "attrs" else (),
+                 "global": [step[3]] if kind == "global" else (), "cell": [step[2]] if kind == "cell" else ()}
+        for p in parts.get(kind, ()):
+            if p is not None:
+                walk(p)
+    return ids
+
+
 def _in_loop(instrs, index: int) -> bool:
     return any(ins.target is not None and ins.target <= index < ins.index for ins in instrs)
 
@@ -328,7 +365,9 @@ class _Plan:
             self.b.tensor_output(t)
         objects = [self.b.source(s) for s in out.passthrough[:plan.n_objects]]
         self.b.ns["effects"] = plan
-        return [f"effects.apply(outs, ({''.join(o + ', ' for o in objects)}))"]
+        self.b.built_by_effects = _built_ids(plan.steps)
+        return ["built = {}",
+                f"effects.apply(outs, ({''.join(o + ', ' for o in objects)}), built)"]
 
     # -- the breaking instruction ------------------------------------------------------------------------
     def _action(self, operands: list[Value], below: list[Value]) -> tuple[list[str], list]:

@@ -263,9 +263,11 @@ class EffectPlan:
     def __repr__(self) -> str:
         return f"EffectPlan({'; '.join(self.described)})"
 
-    def apply(self, outputs, objects) -> None:
-        """Apply every effect. ``outputs``: the graph's outputs; ``objects``: the effect slots."""
-        memo: dict[int, Any] = {}
+    def apply(self, outputs, objects, memo: dict | None = None) -> None:
+        """Apply every effect. ``outputs``: the graph's outputs; ``objects``: the effect slots.
+        ``memo`` (optional) receives the objects built in the frame, by the id of their value
+        (the replacement code of a graph break reuses them: one object, not a copy)."""
+        memo = {} if memo is None else memo
 
         def val(spec):
             kind = spec[0]
