@@ -286,11 +286,30 @@ def _enumerate(tx, args, kwargs):
 
 @builtin(zip)
 def _zip(tx, args, kwargs):
-    seqs = [items_of(tx, a) for a in args]
     strict = kwargs.get("strict")
-    if strict is not None and as_constant(strict)[1] and len({len(s) for s in seqs}) > 1:
-        raise Unsupported("zip(strict=True) over sequences of different lengths")
-    return IteratorValue([TupleValue(list(t)) for t in zip(*seqs)])
+    if strict is not None and as_constant(strict)[1]:
+        seqs = [items_of(tx, a) for a in args]
+        if len({len(s) for s in seqs}) > 1:
+            raise PythonError.of(ValueError("zip() arguments have different lengths"))
+        return IteratorValue([TupleValue(list(t)) for t in zip(*seqs)])
+    return IteratorValue([TupleValue(t) for t in _lockstep(tx, args)])
+
+
+def _lockstep(tx, iterables: list[Value]) -> list[list[Value]]:
+    """Rows of items pulled in turn until one iterable ends (like zip: a generator is advanced
+    only as far as zip advances it)."""
+    from .generators import iter_next
+    its = [get_iter(tx, a) for a in iterables]
+    rows = []
+    while its:
+        row = []
+        for it in its:
+            v = iter_next(tx, it)
+            if v is None:
+                return rows
+            row.append(v)
+        rows.append(row)
+    return rows
 
 
 @builtin(reversed)
@@ -326,21 +345,19 @@ def _iter(tx, args, kwargs):
 
 @builtin(next)
 def _next(tx, args, kwargs):
-    it = args[0]
-    if not isinstance(it, IteratorValue):
-        raise Unsupported(f"next() on {it.describe()}")
-    if it.pos >= len(it.items):
+    from .generators import iter_next
+    v = iter_next(tx, args[0])
+    if v is None:
         if len(args) > 1:
             return args[1]
         raise PythonError.of(StopIteration())
-    it.pos += 1
-    return tx.resolve(it.items[it.pos - 1])
+    return v
 
 
 @builtin(map)
 def _map(tx, args, kwargs):
-    fn, seqs = args[0], [items_of(tx, a) for a in args[1:]]
-    return IteratorValue([_call(tx, fn, list(t)) for t in zip(*seqs)])
+    fn = args[0]
+    return IteratorValue([_call(tx, fn, row) for row in _lockstep(tx, list(args[1:]))])
 
 
 @builtin(filter)

@@ -19,6 +19,7 @@ import torch
 
 from .attrs import AttrMissing, load_attr
 from .exc import PythonError, Unsupported
+from .generators import resume as _resume
 from .values import (
     AutocastValue,
     ConstantValue,
@@ -28,7 +29,7 @@ from .values import (
 )
 
 if TYPE_CHECKING:
-    from .tracer import Frame, Tracer
+    from .tracer import Tracer
 
 
 def _call(tx: "Tracer", fn: Value, args: list[Value]) -> Value:
@@ -100,20 +101,6 @@ def make_generator_context(tx: "Tracer", args: list[Value], kwargs: dict[str, Va
     if not isinstance(kw, DictValue):
         raise Unsupported("@contextmanager with non-dict keyword arguments")
     return GeneratorContextValue(func, items_of(tx, a), {k: tx.resolve(v) for k, v in kw.items.items()})
-
-
-def _resume(tx: "Tracer", frame: "Frame") -> None:
-    """Run a generator frame until its next yield or its end."""
-    n = len(frame.yields)
-    tx.depth += 1
-    try:
-        while not frame.done and len(frame.yields) == n:
-            frame.step()
-    except Unsupported as e:
-        e.user_stack.insert(0, frame.user_frame())
-        raise
-    finally:
-        tx.depth -= 1
 
 
 def _enter_generator(tx: "Tracer", ctx: GeneratorContextValue) -> Value:

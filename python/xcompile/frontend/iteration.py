@@ -8,6 +8,7 @@ from .values import (
     ConstantValue,
     DictValue,
     DictViewValue,
+    GeneratorValue,
     IteratorValue,
     ListValue,
     ModuleValue,
@@ -52,6 +53,9 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
         rest = v.items[v.pos:]
         v.pos = len(v.items)
         return [tx.resolve(x) for x in rest]
+    if isinstance(v, GeneratorValue):
+        from .generators import drain
+        return drain(tx, v)
     if isinstance(v, DictValue):
         return [ConstantValue(k) for k in v.items]
     if isinstance(v, DictViewValue):
@@ -73,8 +77,8 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
     raise Unsupported(f"iterating over {v.describe()}")
 
 
-def get_iter(tx: "Tracer", v: Value) -> IteratorValue:
-    if isinstance(v, IteratorValue):
+def get_iter(tx: "Tracer", v: Value) -> IteratorValue | GeneratorValue:
+    if isinstance(v, (IteratorValue, GeneratorValue)):
         return v
     return IteratorValue(items_of(tx, v))
 

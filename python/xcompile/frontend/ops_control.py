@@ -4,6 +4,7 @@ from __future__ import annotations
 from ..bytecode.instructions import Instr
 from ..bytecode.versions import facts_for
 from .exc import Unsupported
+from .generators import iter_next
 from .iteration import get_iter
 from .pyops import truth
 from .tracer import Frame, handler
@@ -11,6 +12,7 @@ from .values import (
     ConstantValue,
     ContextExitValue,
     GradModeValue,
+    GeneratorValue,
     IteratorValue,
     NoOpContextValue,
 )
@@ -88,10 +90,12 @@ def get_iter_op(f: Frame, inst: Instr) -> None:
 @handler("FOR_ITER")
 def for_iter(f: Frame, inst: Instr) -> None:
     it = f.peek()
-    assert isinstance(it, IteratorValue), it
-    if it.pos < len(it.items):
-        it.pos += 1
-        f.push(it.items[it.pos - 1])
+    if not isinstance(it, (IteratorValue, GeneratorValue)):   # e.g. a real iterator given to a resume fn
+        raise Unsupported(f"iterating over {it.describe()}",
+                          "Iterators made outside the traced code cannot be traced without consuming them.")
+    item = iter_next(f.tx, it)
+    if item is not None:
+        f.push(item)
     else:
         f.pop()
         f.jump(inst.target + 1 if _FACTS.for_iter_skips_end_for else inst.target)
@@ -148,18 +152,19 @@ def get_yield_from_iter(f: Frame, inst: Instr) -> None:
 
 @handler("SEND")
 def send(f: Frame, inst: Instr) -> None:
-    """`yield from`: the generator runs eagerly, so each SEND just hands out the next item."""
+    """`yield from`: each SEND hands out the sub-iterator's next item (sent values are None)."""
     f.pop()                                   # the sent value (always None here)
     it = f.peek()
-    if not isinstance(it, IteratorValue):
+    if not isinstance(it, (IteratorValue, GeneratorValue)):
         raise Unsupported(f"yield from {it.describe()}")
-    if it.pos < len(it.items):
-        it.pos += 1
-        f.push(it.items[it.pos - 1])
+    item = iter_next(f.tx, it)
+    if item is not None:
+        f.push(item)
         return
     if not _FACTS.send_keeps_receiver:
         f.pop()
-    f.push(ConstantValue(None))               # the sub-iterator's return value
+    result = it.result if isinstance(it, GeneratorValue) else None
+    f.push(result if result is not None else ConstantValue(None))   # the sub-iterator's return value
     f.jump(inst.target)
 
 

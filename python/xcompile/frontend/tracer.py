@@ -31,7 +31,7 @@ from .values import (
     CellValue,
     DictValue,
     FunctionValue,
-    IteratorValue,
+    GeneratorValue,
     LazyValue,
     NestedFunctionValue,
     TupleValue,
@@ -220,13 +220,13 @@ class Tracer:
         if replaced is not None:
             return replaced
         child = self.call_frame(parent, fn, args, kwargs)
+        if child.yields is not None:            # a generator: runs lazily, item by item (generators.py)
+            return GeneratorValue(child)
         self.depth += 1
         try:
             result = child.run()
         finally:
             self.depth -= 1
-        if child.yields is not None:            # a generator, run to exhaustion: its items
-            return IteratorValue(child.yields)
         return result
 
     def call_frame(self, parent: Frame | None, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Frame:

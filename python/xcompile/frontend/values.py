@@ -177,6 +177,23 @@ class IteratorValue(Value):
 
 
 @dataclass(eq=False)
+class GeneratorValue(Value):
+    """A generator called in the traced code, run lazily (``frontend/generators.py``): ``frame``
+    is its frontend frame, suspended after its last ``yield``; ``result`` its return value once
+    exhausted."""
+
+    frame: Any
+    exhausted: bool = False
+    result: Value | None = None
+
+    def python_type(self) -> type:
+        return types.GeneratorType
+
+    def describe(self) -> str:
+        return f"generator {self.frame.code.co_qualname}"
+
+
+@dataclass(eq=False)
 class FunctionValue(Value):
     """A real Python function (inlined when called)."""
 
