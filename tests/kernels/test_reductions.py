@@ -123,3 +123,17 @@ def test_norm_layers(backend):
     x, w, b = torch.randn(2, 6, 35), torch.randn(35), torch.randn(35)
     compiled = compile_fn(fn, [x, w, b], backend)
     assert_close(compiled(x, w, b), fn(x, w, b), "norms", tol=dict(atol=1e-5, rtol=1e-5))
+
+
+def test_column_reductions_cpp():
+    """Reductions over the outer dim of a row-major tensor vectorize across columns (tiles of
+    128 columns, here with a ragged last tile), with epilogues and NaNs."""
+    def fn(x):
+        return (x.sum(0), torch.relu(x * 2).sum(0) + 1, torch.var_mean(x, 0), x.amax(0), x.argmax(0),
+                x.argmin(0, keepdim=True), x.std(0) * 3)
+    x = torch.randn(50, 300)
+    x[5, 7] = float("nan")
+    x[9, 200] = float("nan")
+    compiled = compile_fn(fn, [x], "cpp")
+    assert any("x0_b += 128" in k.source for k in compiled.kernels), [k.source for k in compiled.kernels]
+    assert_close(compiled(x), fn(x), "columns", tol=dict(atol=1e-4, rtol=1e-4))

@@ -271,6 +271,8 @@ class CppKernelWriter:
 
     # -- the kernel -----------------------------------------------------------------------------------
     def generate(self) -> str:
+        if self.columns_layout():
+            return self.generate_columns()
         g, nest = self.group, self.nest
         xnodes = [n for n in g.nodes if g.level[n] == "x"]
         rnodes = [n for n in g.nodes if g.level[n] == "r"]
@@ -290,12 +292,101 @@ class CppKernelWriter:
         parallel = (work >= getattr(config, "cpp_parallel_threshold", 32768) and nest.xsizes and
                     nest.xsizes[0] >= 2)
         code = self.wrap_x_loops(body, parallel, simd_inner=not g.is_reduction)
+        return self.signature(code)
+
+    def signature(self, code: list[str]) -> str:
         args = []
         for buf, (pname, written) in self.params.items():
             ct = STORAGE_CTYPE[self.buffers[buf].dtype]
             args.append(f"{'' if written else 'const '}{ct}* __restrict {pname}")
         sig = f'extern "C" void kernel({", ".join(args)})'
         return "\n".join([sig, "{"] + ["    " + ln for ln in code] + ["}"])
+
+    # -- reductions over the outer dim (columns): vectorize across the rows instead ------------
+    def columns_layout(self) -> bool:
+        """One outer and one reduction loop, the data contiguous along the outer one (a sum over
+        dim 0, a bias gradient): the reduction loop would stride through memory, so we keep a
+        tile of outer positions in flight and vectorize across it."""
+        g, nest = self.group, self.nest
+        if not (g.is_reduction and len(nest.xvars) == 1 and len(nest.rvars) == 1 and nest.rsizes[0] > 1):
+            return False
+        if any(g.level[n] == "x" and g.phase[n] == 0 for n in g.nodes):
+            return False
+        if any(g.level[n] == "r" and g.phase[n] != 0 for n in g.nodes) or \
+                any(g.phase[n] > 1 for n in g.nodes):
+            return False
+        from .loops import accesses
+        loads = [e for kind, name, e in accesses(g, nest, self.buffers)
+                 if kind == "load" and e.has(nest.rvars[0])]
+        if not loads:
+            return False
+        x, r = nest.xvars[0], nest.rvars[0]
+        unit_x = [e for e in loads if sympy.diff(e, x) == 1]
+        unit_r = [e for e in loads if sympy.diff(e, r) == 1]
+        return len(unit_x) > len(unit_r)
+
+    def generate_columns(self) -> str:
+        g, nest = self.group, self.nest
+        x, X = nest.xvars[0], nest.xsizes[0]
+        r, R = nest.rvars[0], nest.rsizes[0]
+        tile = min(128, X)
+        self.lane_var = f"{x}_l"
+        saved_locals, saved_cse = dict(self.locals), dict(self.cse)
+        self.block, self.accs, self.pending = [], [], []
+        for n in [n for n in g.nodes if g.level[n] == "r"]:
+            idx, ridx = node_indices(g, nest, n)
+            n.run(self.ops, idx, ridx)
+        inner, accs, pending = self.block, self.accs, self.pending
+        self.locals, self.cse = saved_locals, saved_cse
+        decl = []
+        for a in accs:
+            ct = value_ctype(a.dtype)
+            decl.append(f"{ct} {a.name}_v[{tile}]; " + (f"{ct} {a.name}_vm2[{tile}];" if a.rtype == "welford" else ""))
+            init = "0" if a.rtype == "welford" else _identity(a.rtype, a.dtype)
+            decl.append(f"for (int l = 0; l < {tile}; l++) {a.name}_v[l] = {init};" +
+                        (f" for (int l = 0; l < {tile}; l++) {a.name}_vm2[l] = 0;" if a.rtype == "welford" else ""))
+            if a.rtype in ("argmax", "argmin"):
+                decl.append(f"int64_t {a.name}_vi[{tile}] = {{}};")
+        counts = [f"{value_ctype(a.dtype)} {a.name}_w = ({value_ctype(a.dtype)})1 / ({value_ctype(a.dtype)})({r} + 1);"
+                  for a in accs if a.rtype == "welford"]
+        updates = [ln for a in accs for ln in self.column_update(a)]
+        rloop = [f"for (int64_t {r} = 0; {r} < {R}; {r}++)", "{"] + ["    " + c for c in counts] + \
+            ["    #pragma omp simd", f"    for (int64_t {x}_l = 0; {x}_l < {x}_n; {x}_l++)", "    {",
+             f"        int64_t {x} = {x}_b + {x}_l;"] + ["        " + ln for ln in inner + updates] + ["    }", "}"]
+        # per column: the reduction results, their stores and the epilogue
+        self.block = []
+        for a in accs:
+            ct = value_ctype(a.dtype)
+            if a.rtype == "welford":
+                self.line(f"{ct} {a.name}_mean = {a.name}_v[{x}_l]; {ct} {a.name}_m2 = {a.name}_vm2[{x}_l];")
+            elif a.rtype in ("argmax", "argmin"):
+                self.line(f"int64_t {a.name}_idx = {a.name}_vi[{x}_l];")
+            else:
+                self.line(f"{ct} {a.name} = {a.name}_v[{x}_l];")
+        for name, index, value in pending:
+            self.ops.store(name, index, value)
+        for n in [n for n in g.nodes if g.level[n] == "x"]:
+            idx, ridx = node_indices(g, nest, n)
+            n.run(self.ops, idx, ridx)
+        epilogue = [f"for (int64_t {x}_l = 0; {x}_l < {x}_n; {x}_l++)", "{", f"    int64_t {x} = {x}_b + {x}_l;"] + \
+            ["    " + ln for ln in self.block] + ["}"]
+        body = [f"const int64_t {x}_n = {X} - {x}_b < {tile} ? {X} - {x}_b : {tile};"] + decl + rloop + epilogue
+        parallel = X * R >= getattr(config, "cpp_parallel_threshold", 32768) and X >= 2 * tile
+        code = (["#pragma omp parallel for"] if parallel else []) + \
+            [f"for (int64_t {x}_b = 0; {x}_b < {X}; {x}_b += {tile})", "{"] + ["    " + ln for ln in body] + ["}"]
+        return self.signature(code)
+
+    def column_update(self, a: Acc) -> list[str]:
+        lane, v, n = f"{self.nest.xvars[0]}_l", a.value, a.name
+        if a.rtype == "welford":
+            return [f"{{ auto d = {v} - {n}_v[{lane}]; {n}_v[{lane}] += d * {n}_w; "
+                    f"{n}_vm2[{lane}] += d * ({v} - {n}_v[{lane}]); }}"]
+        if a.rtype in ("argmax", "argmin"):
+            cmp = ">" if a.rtype == "argmax" else "<"
+            return [f"{{ bool take = ({v} {cmp} {n}_v[{lane}]) || ({v} != {v} && {n}_v[{lane}] == {n}_v[{lane}]);",
+                    f"  {n}_v[{lane}] = take ? {v} : {n}_v[{lane}]; "
+                    f"{n}_vi[{lane}] = take ? (int64_t)({a.rindex}) : {n}_vi[{lane}]; }}"]
+        return [f"{n}_v[{lane}] = " + _COMBINE[a.rtype].format(a=f"{n}_v[{lane}]", v=v) + ";"]
 
     def wrap_x_loops(self, body: list[str], parallel: bool, simd_inner: bool) -> list[str]:
         nest = self.nest
