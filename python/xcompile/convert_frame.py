@@ -45,6 +45,8 @@ def _skip_code(code: types.CodeType) -> bool:
 # Every code object handed to compile() by any callback: never marked SKIP when another callback
 # (a graph break's replacement code calling the module, say) meets it as library code.
 EXPLICIT_CODES: set = set()
+# Codes that run eagerly because of a graph break they cannot resume from (reset() forgets it).
+EAGER_FRAMES: set = set()
 
 
 def _where(code: types.CodeType) -> str:
@@ -100,6 +102,7 @@ class ConvertFrame:
         if isinstance(result, graph_break.BrokenFrame):
             return self._install_broken(code, result)
         _C.set_code_state(code, SKIP)             # EagerFrame: the frames it calls are still compiled
+        EAGER_FRAMES.add(code)
         return None
 
     def _install(self, code, captured):

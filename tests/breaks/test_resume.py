@@ -506,3 +506,32 @@ def test_runner_is_called_with_the_closure():
     finally:
         _C.cache_clear(f.__code__)
     assert got == [(1, f.__closure__)]
+
+
+def test_c_extension_call_class_statement_and_numpy_scalars():
+    import zlib
+
+    import numpy as np
+
+    def f(x):
+        y = x + 1
+        c = zlib.crc32(b"abc")            # a C extension function
+        class Local:                      # noqa: E306  (LOAD_BUILD_CLASS)
+            k = 2
+        z = np.float32(3.0)               # numpy
+        return y * (c % 7) * Local.k + float(z)
+    # the class is a new object on every call (its identity is guarded): one call only
+    check(f, t4, breaks=5, calls=1)
+
+
+def test_resume_functions_are_named_after_the_user_function():
+    def g(x):
+        y = x + 1
+        opaque(y)
+        z = y * 2
+        opaque(z)
+        return z
+
+    out = xcompile.explain(g)(torch.randn(3))
+    names = [r.user_stack[-1].name for r in out.break_reasons]
+    assert names[0] == "g" and names[1].startswith("xcompile_resume_in_g_at_")

@@ -16,6 +16,7 @@ a broken frame reaches the same resume code and the cache entries the hook compi
 from __future__ import annotations
 
 import dis
+import re
 import types
 from dataclasses import dataclass
 
@@ -54,6 +55,7 @@ _STUB_POPS = {
     "BUILD_CONST_KEY_MAP": lambda a: a + 1, "BUILD_SLICE": lambda a: a, "UNPACK_SEQUENCE": lambda a: 1,
     "UNPACK_EX": lambda a: 1, "BEFORE_WITH": lambda a: 1, "IMPORT_NAME": lambda a: 2,
     "IMPORT_FROM": lambda a: 1, "LIST_TO_TUPLE": lambda a: 1, "GET_YIELD_FROM_ITER": lambda a: 1,
+    "LOAD_BUILD_CLASS": lambda a: 0,
 }
 
 
@@ -118,11 +120,28 @@ def resume_code(code: types.CodeType, index: int, null_positions: frozenset[int]
     rc = _RESUME.get(key)
     if rc is None:
         try:
-            rc = make_resume_code(code, index, null_positions=null_positions, unbound=unbound)
+            rc = make_resume_code(code, index, null_positions=null_positions, unbound=unbound,
+                                  name=_resume_name(code, index))
         except ResumeError as e:
             raise CannotResume(f"cannot resume at instruction {index}: {e.reason}") from e
         _RESUME[key] = rc          # compiled through the hook on its first call, like user code
     return rc
+
+
+_RESUMED = re.compile(r"^xcompile_resume_in_(.*)_at_\d+$")
+
+
+def _resume_name(code: types.CodeType, index: int) -> str:
+    """``xcompile_resume_in_<function>_at_<line>``, naming the user's function also when the
+    break is in a resume function."""
+    m = _RESUMED.match(code.co_name)
+    fn = m.group(1) if m else code.co_name
+    lineno = None
+    for ins in disassemble(code)[index::-1]:
+        if ins.lineno is not None:
+            lineno = ins.lineno
+            break
+    return f"xcompile_resume_in_{fn}_at_{lineno if lineno is not None else code.co_firstlineno}"
 
 
 def stub_code(code: types.CodeType, index: int, null_positions: tuple[int, ...], n_in: int,
