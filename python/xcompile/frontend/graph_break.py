@@ -53,7 +53,8 @@ class BreakRecord:
 
     @classmethod
     def of(cls, e: Unsupported) -> "BreakRecord":
-        return cls(e.reason, e.explanation or explain_reason(e.reason), e.hint, list(e.user_stack))
+        _complete(e)
+        return cls(e.reason, e.explanation, e.hint, list(e.user_stack))
 
     @property
     def where(self) -> str:
@@ -102,11 +103,24 @@ _DEFAULT_EXPLANATION = ("The interpreter cannot put this in a graph: the graph e
                         "the normal interpreter, and the rest of the function is compiled on its own.")
 
 
+_DEFAULT_HINT = ("Move it out of the compiled function, or mark the function that contains it with "
+                 "xcompile.disable / allow_in_graph / nonstrict_trace.")
+
+
 def explain_reason(reason: str) -> str:
     for prefix, text in _EXPLANATIONS:
         if reason.startswith(prefix):
             return text
     return _DEFAULT_EXPLANATION
+
+
+def _complete(e: Unsupported) -> Unsupported:
+    """Every break (and every fullgraph error) names a reason, an explanation and a hint."""
+    if not e.explanation:
+        e.explanation = explain_reason(e.reason)
+    if not e.hint:
+        e.hint = _DEFAULT_HINT
+    return e
 
 
 _seen_breaks: set[tuple] = set()
@@ -210,13 +224,13 @@ def capture(fs: FrameState, *, fullgraph: bool = False) -> WholeFrame | BrokenFr
     except Unsupported as e:                   # the return value cannot leave the graph
         e.user_stack.insert(0, frame.user_frame())
         if fullgraph or error_on_graph_break_now(tracer):
-            raise
+            raise _complete(e)
         record = BreakRecord.of(e)
         record.resumed = False
         report_break(record)
         return EagerFrame(record, "the return value cannot be rebuilt")
     if fullgraph or (flag and not getattr(err, "never_an_error", False)):
-        raise err
+        raise _complete(err)
     record = BreakRecord.of(err)
     try:
         broken = _split(fs, stop, record)
