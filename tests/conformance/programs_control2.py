@@ -508,3 +508,58 @@ def match_statement_on_constant(a):
             return a * v
         case _:
             return a
+
+
+def _counting(log, x):
+    i = 0
+    while True:                       # endless: only as much runs as is consumed
+        log.append(i)
+        yield x * i
+        i += 1
+
+
+@T.case([], rn(3))
+def generator_partly_consumed_with_side_effects(log, a):
+    g = _counting(log, a)
+    first = next(g)
+    second = next(g)
+    return first + second
+
+
+@T.case(rn(3))
+def endless_generator_zipped_with_range(a):
+    return [v + i for i, v in zip(range(3), _counting([], a))]
+
+
+def _inner_gen(x):
+    yield x
+    yield x * 2
+    return 5
+
+
+def _outer_gen(x):
+    r = yield from _inner_gen(x)
+    yield x * r
+
+
+@T.case(rn(3))
+def yield_from_return_value(a):
+    return list(_outer_gen(a))
+
+
+@T.case(rn(3))
+def generator_for_loop_with_break(a):
+    out = a
+    for i, v in enumerate(_counting([], a)):
+        if i == 3:
+            break
+        out = out + v
+    return out
+
+
+@T.case(rn(3))
+def generator_expression_next_and_rest(a):
+    g = (a * i for i in range(4))
+    head = next(g)
+    rest = list(g)
+    return head, torch.stack(rest)

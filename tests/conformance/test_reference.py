@@ -32,6 +32,7 @@ REFERENCE_BUGS = {
                                       "Exception subclass",
     "exc.assert_false_caught": "torch.compile (2.13) graph-breaks on an assert that fails while tracing",
     "builtins.int_methods": "torch.compile (2.13) cannot trace int.to_bytes",
+    "control.yield_from_return_value": "torch.compile (2.13) gives None for the value of `yield from`",
     "effects.global_defined_by_the_function": "torch.compile (2.13) cannot read back a global that the "
                                               "function itself defines (\"failed to find name in frame builtins\")",
 }

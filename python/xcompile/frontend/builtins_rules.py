@@ -281,6 +281,17 @@ def _slice(tx, args, kwargs):
 @builtin(enumerate)
 def _enumerate(tx, args, kwargs):
     start = _consts([args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))], "enumerate")[0]
+    from .generators import is_lazy, iter_next, lazy
+    if is_lazy(args[0]):                          # a generator: count as it is consumed
+        src, n = args[0], [start]
+
+        def pull(tx):
+            v = iter_next(tx, src)
+            if v is None:
+                return None
+            n[0] += 1
+            return TupleValue([ConstantValue(n[0] - 1), v])
+        return lazy("enumerate", pull)
     return IteratorValue([TupleValue([ConstantValue(i), v]) for i, v in enumerate(items_of(tx, args[0]), start)])
 
 
@@ -292,7 +303,22 @@ def _zip(tx, args, kwargs):
         if len({len(s) for s in seqs}) > 1:
             raise PythonError.of(ValueError("zip() arguments have different lengths"))
         return IteratorValue([TupleValue(list(t)) for t in zip(*seqs)])
+    from .generators import is_lazy, lazy
+    if any(is_lazy(a) for a in args):
+        its = [get_iter(tx, a) for a in args]
+        return lazy("zip", lambda tx: _row(tx, its, TupleValue))
     return IteratorValue([TupleValue(t) for t in _lockstep(tx, args)])
+
+
+def _row(tx, its, make):
+    from .generators import iter_next
+    row = []
+    for it in its:
+        v = iter_next(tx, it)
+        if v is None:
+            return None
+        row.append(v)
+    return make(row)
 
 
 def _lockstep(tx, iterables: list[Value]) -> list[list[Value]]:
@@ -357,15 +383,29 @@ def _next(tx, args, kwargs):
 @builtin(map)
 def _map(tx, args, kwargs):
     fn = args[0]
+    from .generators import is_lazy, lazy
+    if any(is_lazy(a) for a in args[1:]):
+        its = [get_iter(tx, a) for a in args[1:]]
+        return lazy("map", lambda tx: _row(tx, its, lambda row: _call(tx, fn, row)))
     return IteratorValue([_call(tx, fn, row) for row in _lockstep(tx, list(args[1:]))])
 
 
 @builtin(filter)
 def _filter(tx, args, kwargs):
-    fn, items = args[0], items_of(tx, args[1])
+    fn = args[0]
     keep = (lambda v: truth(tx, v)) if isinstance(fn, ConstantValue) and fn.value is None \
         else (lambda v: truth(tx, _call(tx, fn, [v])))
-    return IteratorValue([v for v in items if keep(v)])
+    from .generators import is_lazy, iter_next, lazy
+    if is_lazy(args[1]):
+        src = args[1]
+
+        def pull(tx):
+            while (v := iter_next(tx, src)) is not None:
+                if keep(v):
+                    return v
+            return None
+        return lazy("filter", pull)
+    return IteratorValue([v for v in items_of(tx, args[1]) if keep(v)])
 
 
 # -- attributes -----------------------------------------------------------------------------------------------

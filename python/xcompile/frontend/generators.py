@@ -3,8 +3,9 @@ generator's frontend frame until its next ``yield`` (or its end).  So a generato
 partly consumed does only that part of its work (and its side effects), and an endless one is
 fine as long as the consumer stops.
 
-    iter_next(tx, it)      the next item of an IteratorValue or GeneratorValue, or None at the end
+    iter_next(tx, it)      the next item of any ITERATORS value, or None at the end
     drain(tx, it)          every remaining item (list(), sum(), unpacking...), at most MAX_ITEMS
+    lazy(what, pull)       enumerate/zip/map/filter over a generator stay lazy too
     resume(tx, frame)      run a generator frame to its next yield (also used by contexts.py)
 """
 from __future__ import annotations
@@ -12,12 +13,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .exc import Unsupported
-from .values import GeneratorValue, IteratorValue, Value
+from .values import GeneratorValue, IteratorValue, LazyIterValue, Value
 
 if TYPE_CHECKING:
     from .tracer import Frame, Tracer
 
 MAX_ITEMS = 100_000          # draining more than this is taken for an endless generator
+
+ITERATORS = (IteratorValue, GeneratorValue, LazyIterValue)   # what GET_ITER produces
 
 
 def resume(tx: "Tracer", frame: "Frame") -> None:
@@ -48,6 +51,8 @@ def iter_next(tx: "Tracer", it: Value) -> Value | None:
     """The next item, or None when the iterator is exhausted."""
     if isinstance(it, GeneratorValue):
         return gen_next(tx, it)
+    if isinstance(it, LazyIterValue):
+        return it.pull(tx)
     if isinstance(it, IteratorValue):
         if it.pos >= len(it.items):
             return None
@@ -56,9 +61,17 @@ def iter_next(tx: "Tracer", it: Value) -> Value | None:
     raise Unsupported(f"next() on {it.describe()}")
 
 
-def drain(tx: "Tracer", g: GeneratorValue) -> list[Value]:
+def is_lazy(v: Value) -> bool:
+    return isinstance(v, (GeneratorValue, LazyIterValue))
+
+
+def lazy(what: str, pull) -> LazyIterValue:
+    return LazyIterValue(pull, what)
+
+
+def drain(tx: "Tracer", g: Value) -> list[Value]:
     out: list[Value] = []
-    while (v := gen_next(tx, g)) is not None:
+    while (v := iter_next(tx, g)) is not None:
         out.append(v)
         if len(out) > MAX_ITEMS:
             raise Unsupported(f"{g.describe()} yields more than {MAX_ITEMS} items (endless?)",

@@ -9,6 +9,7 @@ from .values import (
     DictValue,
     DictViewValue,
     GeneratorValue,
+    LazyIterValue,
     IteratorValue,
     ListValue,
     ModuleValue,
@@ -53,7 +54,7 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
         rest = v.items[v.pos:]
         v.pos = len(v.items)
         return [tx.resolve(x) for x in rest]
-    if isinstance(v, GeneratorValue):
+    if isinstance(v, (GeneratorValue, LazyIterValue)):
         from .generators import drain
         return drain(tx, v)
     if isinstance(v, DictValue):
@@ -77,8 +78,8 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
     raise Unsupported(f"iterating over {v.describe()}")
 
 
-def get_iter(tx: "Tracer", v: Value) -> IteratorValue | GeneratorValue:
-    if isinstance(v, (IteratorValue, GeneratorValue)):
+def get_iter(tx: "Tracer", v: Value) -> Value:
+    if isinstance(v, (IteratorValue, GeneratorValue, LazyIterValue)):
         return v
     return IteratorValue(items_of(tx, v))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..bytecode.instructions import Instr
 from ..bytecode.versions import facts_for
 from .exc import Unsupported
-from .generators import iter_next
+from .generators import ITERATORS, iter_next
 from .iteration import get_iter
 from .pyops import truth
 from .tracer import Frame, handler
@@ -13,7 +13,6 @@ from .values import (
     ContextExitValue,
     GradModeValue,
     GeneratorValue,
-    IteratorValue,
     NoOpContextValue,
 )
 
@@ -90,7 +89,7 @@ def get_iter_op(f: Frame, inst: Instr) -> None:
 @handler("FOR_ITER")
 def for_iter(f: Frame, inst: Instr) -> None:
     it = f.peek()
-    if not isinstance(it, (IteratorValue, GeneratorValue)):   # e.g. a real iterator given to a resume fn
+    if not isinstance(it, ITERATORS):         # e.g. a real iterator given to a resume function
         raise Unsupported(f"iterating over {it.describe()}",
                           "Iterators made outside the traced code cannot be traced without consuming them.")
     item = iter_next(f.tx, it)
@@ -155,7 +154,7 @@ def send(f: Frame, inst: Instr) -> None:
     """`yield from`: each SEND hands out the sub-iterator's next item (sent values are None)."""
     f.pop()                                   # the sent value (always None here)
     it = f.peek()
-    if not isinstance(it, (IteratorValue, GeneratorValue)):
+    if not isinstance(it, ITERATORS):
         raise Unsupported(f"yield from {it.describe()}")
     item = iter_next(f.tx, it)
     if item is not None:

@@ -194,6 +194,21 @@ class GeneratorValue(Value):
 
 
 @dataclass(eq=False)
+class LazyIterValue(Value):
+    """enumerate / zip / map / filter over a generator: advanced item by item. ``pull(tx)``
+    returns the next item or None at the end."""
+
+    pull: Any
+    what: str = "iterator"
+
+    def python_type(self) -> type:
+        return type(iter([]))
+
+    def describe(self) -> str:
+        return f"lazy {self.what}"
+
+
+@dataclass(eq=False)
 class FunctionValue(Value):
     """A real Python function (inlined when called)."""
 
