@@ -60,6 +60,9 @@ def rebuild(spec, outs, passthrough):
         return [rebuild(s, outs, passthrough) for s in spec[1]]
     if kind == "dict":
         return {k: rebuild(s, outs, passthrough) for k, s in zip(spec[1], spec[2])}
+    if kind == "namedtuple":
+        parts = [rebuild(s, outs, passthrough) for s in spec[2]]
+        return spec[1](parts) if hasattr(spec[1], "n_sequence_fields") else spec[1](*parts)
     raise AssertionError(spec)
 
 
