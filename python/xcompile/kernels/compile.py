@@ -29,7 +29,7 @@ from .cache import build_cpp_many, load_cpp
 from .cpp import cpp_prelude, generate_cpp
 from .fusion import Group, fuse
 from .graph import GraphLowering
-from .ir import format_graph
+from .ir import format_graph, verify_graph
 from .lowering import LOWERINGS
 from .plan import make_plan
 from .wrapper import Kernel, build_wrapper, generate_wrapper
@@ -99,6 +99,8 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
 
     timed("ensure_meta", ensure_meta, gm, example_inputs)
     graph = timed("lower", lambda: GraphLowering(gm, example_inputs, LOWERINGS).run())
+    if getattr(config, "verify", False):
+        verify_graph(graph)
     if log.enabled("output_code"):
         log.log("output_code", "loop IR:\n%s", format_graph(graph))
     schedule = timed("fuse", fuse, graph)

@@ -530,3 +530,54 @@ def format_graph(g: KernelGraph) -> str:
     lines += [format_node(n) for n in g.nodes]
     lines.append(f"outputs: {g.outputs}")
     return "\n".join(lines)
+
+
+class _Checker(ReadRecorder):
+    """Replays a node and checks that every load and store names a buffer with the right rank."""
+
+    def __init__(self, buffers: dict, node: LoopNode):
+        super().__init__()
+        self.buffers, self.node = buffers, node
+
+    def _check(self, what: str, name: str, index) -> None:
+        buf = self.buffers.get(name)
+        if buf is None:
+            raise AssertionError(f"{self.node.name}: {what} of unknown buffer {name}")
+        if len(index) != len(buf.layout.size):
+            raise AssertionError(f"{self.node.name}: {what} {name} with {len(index)} indices, "
+                                 f"buffer has {len(buf.layout.size)} dims")
+
+    def load(self, name, index):
+        self._check("load", name, index)
+        return super().load(name, index)
+
+    def store(self, name, index, value):
+        if name not in self.node.outputs:
+            raise AssertionError(f"{self.node.name}: stores {name}, not one of its outputs")
+        self._check("store", name, index)
+
+    def store_reduction(self, name, index, value):
+        self.store(name, index, value)
+
+
+def verify_graph(g: KernelGraph) -> None:
+    """The loop IR's invariants (run under XCOMPILE_CHECK=1): nodes in topological order, every
+    buffer produced once, loads and stores of known buffers with the right rank."""
+    produced = {n for n, b in g.buffers.items() if b.kind == "input"}
+    for node in g.nodes:
+        for b in node.outputs:
+            if b in produced:
+                raise AssertionError(f"buffer {b} produced twice")
+            if b not in g.buffers:
+                raise AssertionError(f"{node.name} produces unknown buffer {b}")
+        if isinstance(node, LoopNode):
+            rec = _Checker(g.buffers, node)
+            node.run(rec, [index_var("x", i) for i in range(len(node.ranges))],
+                     [index_var("r", i) for i in range(len(node.rranges))])
+            late = [b for b, _ in rec.reads if b not in produced]
+            if late:
+                raise AssertionError(f"{node.name} reads {late} before they are produced")
+        produced.update(node.outputs)
+    for ref in [o for o in g.outputs if isinstance(o, TensorRef)] + [r for _, r in g.mutations]:
+        if ref.name not in produced:
+            raise AssertionError(f"output {ref.name} is never produced")
