@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 import torch
 from torch.utils import _pytree as pytree
 
@@ -10,7 +11,12 @@ from xcompile import config
 from xcompile.kernels.compile import compile_aten_graph
 from xcompile.kernels.decompose import trace_aten
 
-BACKENDS = ("cpp", "triton")
+# "cuda": the same tests through real Triton on an NVIDIA GPU (inputs moved there, results back)
+BACKENDS = ("cpp",
+            pytest.param("triton", marks=pytest.mark.skipif(
+                torch.cuda.is_available(), reason="with a GPU, Triton runs for real (the cuda cases)")),
+            pytest.param("cuda", marks=[
+    pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")]))
 
 TOL = {
     torch.float32: dict(atol=1e-5, rtol=1e-5),
@@ -40,9 +46,24 @@ def kernel_backend(backend: str, **knobs):
 
 
 def compile_fn(fn, inputs, backend="cpp", **knobs):
+    if backend == "cuda":
+        return _on_gpu(fn, inputs, **knobs)
     with kernel_backend(backend, **knobs):
         gm = trace_aten(fn, inputs)
         return compile_aten_graph(gm, list(inputs))
+
+
+def _on_gpu(fn, inputs, **knobs):
+    """Compile for CUDA tensors; the result takes and returns CPU tensors like the other backends."""
+    def cuda(ts):
+        return [t.cuda() if isinstance(t, torch.Tensor) else t for t in ts]
+    with kernel_backend("triton", **knobs):
+        compiled = compile_aten_graph(trace_aten(fn, cuda(inputs)), cuda(inputs))
+
+    def run(*args):
+        return [o.cpu() if isinstance(o, torch.Tensor) else o for o in compiled(*cuda(args))]
+    run.kernels, run.fallbacks, run.wrapper_src = compiled.kernels, compiled.fallbacks, compiled.wrapper_src
+    return run
 
 
 def assert_close(got, want, name="", exact_dtype=True, tol=None, check_stride=True):
