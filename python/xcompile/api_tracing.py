@@ -19,7 +19,7 @@ import functools
 
 from . import config
 from .frontend import tracing_rules
-from .frontend.tracing_rules import ForbiddenInGraph  # noqa: F401  (re-exported)
+from .frontend.tracing_rules import ForbiddenInGraph
 
 
 def graph_break(msg: str = "") -> None:
@@ -122,5 +122,13 @@ tracing_rules.mark(nonstrict_trace, "mark_nonstrict")
 tracing_rules.mark(error_on_graph_break, "eogb_factory")
 tracing_rules.register_eogb_class(ErrorOnGraphBreak)
 
-__all__ = ["graph_break", "allow_in_graph", "disallow_in_graph", "forbid_in_graph", "nonstrict_trace",
-           "error_on_graph_break", "ErrorOnGraphBreak", "ForbiddenInGraph"]
+__all__ = [
+    "ErrorOnGraphBreak",
+    "ForbiddenInGraph",
+    "allow_in_graph",
+    "disallow_in_graph",
+    "error_on_graph_break",
+    "forbid_in_graph",
+    "graph_break",
+    "nonstrict_trace",
+]

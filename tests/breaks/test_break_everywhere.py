@@ -10,12 +10,10 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from xcompile.frontend.exc import Unsupported
-from xcompile.frontend.graph_builder import GraphBuilder
-
 from conformance.cases import ALL_CASES, CASE_IDS
 from conformance.harness import XCompile, run_case
+from xcompile.frontend.exc import Unsupported
+from xcompile.frontend.graph_builder import GraphBuilder
 
 _injected = {"n": 0}
 

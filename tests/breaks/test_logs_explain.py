@@ -9,7 +9,6 @@ import sys
 import textwrap
 
 import torch
-
 import xcompile
 
 from .util import captured_logs, graph_break_logs
@@ -17,7 +16,7 @@ from .util import captured_logs, graph_break_logs
 
 def _f(x):
     y = x + 1
-    print("", end="")
+    print(end="")
     return y * 2
 
 
@@ -31,7 +30,7 @@ def test_graph_break_log_has_reason_explanation_hint_and_user_stack():
     assert rest[1].startswith("  Explanation: ") and rest[2].startswith("  Hint: ")
     assert rest[3] == "User code traceback:"
     assert rest[4].strip() == f'File "{__file__}", line {_f.__code__.co_firstlineno + 2}, in _f'
-    assert rest[5].strip() == 'print("", end="")'
+    assert rest[5].strip() == 'print(end="")'
 
 
 def test_repeated_break_prints_the_short_form_until_reset():
@@ -55,7 +54,7 @@ def test_repeated_break_prints_the_short_form_until_reset():
 def test_frame_that_runs_eagerly_says_so():
     def loop(x):
         for _ in range(2):
-            print("", end="")
+            print(end="")
             x = x + 1
         return x
 
@@ -102,7 +101,8 @@ def test_logs_from_the_environment():
         cf(torch.randn(3)); cf(torch.randn(4))
     """)
     env = dict(os.environ, XCOMPILE_LOGS="graph_breaks,recompiles,guards,graph_code,output_code")
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120,
+                       check=False)
     assert r.returncode == 0, r.stderr
     for needle in ("Graph break in user code at", "Graph Break Reason: call to builtin print",
                    "Recompiling function", "GUARDS for", "TRACED GRAPH", "REPLACEMENT CODE"):
@@ -124,7 +124,7 @@ def test_explain_counts_graphs_breaks_ops_and_guards():
         a = x.sin()
         xcompile.graph_break()
         b = a * y
-        print("", end="")
+        print(end="")
         return b.cos() + a
 
     out = xcompile.explain(fn)(torch.randn(3), torch.randn(3))

@@ -3,7 +3,6 @@ number of graphs, and compiles nothing new on later calls."""
 from __future__ import annotations
 
 import torch
-
 import xcompile
 
 from .util import check
@@ -215,7 +214,7 @@ def test_closure_differs_between_function_objects_of_one_code():
 def test_cell_variable_captured_before_the_break():
     def f(x):
         y = x + 1
-        g = lambda: y * 2  # noqa: E731
+        g = lambda: y * 2
         xcompile.graph_break()
         return g() + y
     check(f, t4, graphs=2, breaks=1)
@@ -432,7 +431,7 @@ def test_break_in_a_loop_runs_the_frame_eagerly():
             x = x + i
             opaque(x)
         return x
-    cnt, records = check(f, t4, graphs=0, breaks=1)
+    _, records = check(f, t4, graphs=0, breaks=1)
     assert not records[0].resumed
 
 
@@ -516,7 +515,7 @@ def test_c_extension_call_class_statement_and_numpy_scalars():
     def f(x):
         y = x + 1
         c = zlib.crc32(b"abc")            # a C extension function
-        class Local:                      # noqa: E306  (LOAD_BUILD_CLASS)
+        class Local:
             k = 2
         z = np.float32(3.0)               # numpy
         return y * (c % 7) * Local.k + float(z)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 import xcompile
 import xcompile.testing
 from xcompile.api_tracing import ForbiddenInGraph
@@ -59,7 +58,7 @@ def test_disabled_method_of_a_module():
             n = len(self.helper(h))
             return h * n
 
-    cnt, records = check(M(), lambda: (torch.randn(2, 4),), graphs=2, breaks=1)
+    _, records = check(M(), lambda: (torch.randn(2, 4),), graphs=2, breaks=1)
     assert "xcompile.disable()" in records[0].reason
 
 
@@ -160,10 +159,9 @@ def test_error_on_graph_break_on_a_method():
 
 
 def test_error_on_graph_break_context_restores_on_exceptions():
-    with pytest.raises(KeyError):
-        with xcompile.error_on_graph_break(True):
-            assert xcompile.config.error_on_graph_break is True
-            raise KeyError
+    with pytest.raises(KeyError), xcompile.error_on_graph_break(True):
+        assert xcompile.config.error_on_graph_break is True
+        raise KeyError
     assert xcompile.config.error_on_graph_break is False
 
 
@@ -178,9 +176,8 @@ def test_error_on_graph_break_is_read_when_a_frame_compiles():
         xcompile.graph_break()
         return y
 
-    with xcompile.error_on_graph_break(True):
-        with pytest.raises(Unsupported):
-            xcompile.compile(f)(torch.randn(2))
+    with xcompile.error_on_graph_break(True), pytest.raises(Unsupported):
+        xcompile.compile(f)(torch.randn(2))
     torch.testing.assert_close(xcompile.compile(g)(torch.ones(2)), torch.full((2,), 3.0))
 
 

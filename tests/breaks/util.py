@@ -6,7 +6,6 @@ import copy
 import logging
 
 import torch
-
 import xcompile
 import xcompile.testing
 from xcompile import log

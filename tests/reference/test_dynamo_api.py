@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 import xcompile
 import xcompile.testing
 from xcompile.api_tracing import ForbiddenInGraph

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 import xcompile
 import xcompile.testing
 from xcompile.exc import Unsupported
@@ -110,9 +109,8 @@ def test_in5_error_on_graph_break_true_under_false():
         xcompile.graph_break()  # no error
         return inner(x)
 
-    with captured_logs("graph_breaks") as logs:
-        with pytest.raises(Unsupported) as info:
-            fn(torch.randn(3))
+    with captured_logs("graph_breaks") as logs, pytest.raises(Unsupported) as info:
+        fn(torch.randn(3))
     assert _break_lines(logs), "the first break (in fn) is a graph break"
     msg = str(info.value)
     assert REASON in msg
@@ -220,9 +218,8 @@ def test_in10_inner_fullgraph_errors_when_called():
     def fn(x):
         return inner(x)
 
-    with captured_logs("graph_breaks") as logs:
-        with pytest.raises(Unsupported) as info:
-            fn(torch.randn(3))
+    with captured_logs("graph_breaks") as logs, pytest.raises(Unsupported) as info:
+        fn(torch.randn(3))
     assert _break_lines(logs), "fn itself only breaks the graph"
     msg = str(info.value)
     stack = msg.split("from user code:")[1]

@@ -58,8 +58,8 @@ class CompileProfiler:
         return False
 
     def report(self) -> str:
-        lines = [f"Compiled {self.frame_count} graph(s) with {self.op_count} op(s); "
-                 f"{len(self.graph_breaks)} graph break(s); {len(self.recompiles)} recompile(s)."]
+        lines = [(f"Compiled {self.frame_count} graph(s) with {self.op_count} op(s); "
+                  f"{len(self.graph_breaks)} graph break(s); {len(self.recompiles)} recompile(s).")]
         if self.graph_breaks:
             lines.append("Graph breaks:")
             counts = Counter((r.where, r.reason) for r in self.graph_breaks)

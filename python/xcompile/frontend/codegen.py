@@ -88,7 +88,7 @@ def _enter(ctx):
 class RunnerBuilder:
     """Collects the runner's statements; ``expr(v)`` is the expression for a value."""
 
-    def __init__(self, tx: "Tracer", frame: "Frame"):
+    def __init__(self, tx: Tracer, frame: Frame):
         self.tx = tx
         self.frame = frame
         code = frame.code
@@ -263,7 +263,7 @@ class RunnerBuilder:
 
     def build(self, source_text: str) -> types.FunctionType:
         filename = f"<xcompile runner {self.code.co_name} {next(_counter)}>"
-        exec(compile(source_text, filename, "exec"), self.ns)
+        exec(compile(source_text, filename, "exec"), self.ns)  # noqa: S102  (our own generated code)
         fn = self.ns[self.runner_name]
         fn.__xcompile_source__ = source_text
         import linecache
@@ -406,4 +406,4 @@ def _register() -> None:
 
 _register()
 
-__all__ = ["RunnerBuilder", "CannotResume"]
+__all__ = ["CannotResume", "RunnerBuilder"]

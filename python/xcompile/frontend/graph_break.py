@@ -21,8 +21,9 @@ from __future__ import annotations
 import inspect
 import traceback
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -52,7 +53,7 @@ class BreakRecord:
     resumed: bool = True            # False: the frame runs eagerly from its start
 
     @classmethod
-    def of(cls, e: Unsupported) -> "BreakRecord":
+    def of(cls, e: Unsupported) -> BreakRecord:
         _complete(e)
         return cls(e.reason, e.explanation, e.hint, list(e.user_stack))
 
@@ -87,17 +88,17 @@ class BreakRecord:
 
 # Explanations for breaks whose Unsupported carries none: (reason prefix, explanation).
 _EXPLANATIONS = [
-    ("call to builtin print", "print() writes output, a side effect a graph cannot hold; it runs in the "
-                              "normal interpreter between the graphs."),
-    ("call to logging", "Logging writes output, a side effect a graph cannot hold; it runs in the normal "
-                        "interpreter between the graphs."),
+    ("call to builtin print", ("print() writes output, a side effect a graph cannot hold; it runs in the "
+                               "normal interpreter between the graphs.")),
+    ("call to logging", ("Logging writes output, a side effect a graph cannot hold; it runs in the normal "
+                         "interpreter between the graphs.")),
     ("Tensor.item()", "The Python number depends on the tensor's data, which is not known while tracing."),
     ("Tensor.tolist()", "The Python list depends on the tensor's data, which is not known while tracing."),
     ("unsupported bytecode", "The interpreter has no rule for this instruction yet."),
-    ("call to builtin", "The callable is implemented in C or has side effects the interpreter cannot "
-                        "trace; it runs in the normal interpreter."),
-    ("calling builtin", "The callable is implemented in C (an extension other than PyTorch's operators); "
-                        "the interpreter cannot see what it does."),
+    ("call to builtin", ("The callable is implemented in C or has side effects the interpreter cannot "
+                         "trace; it runs in the normal interpreter.")),
+    ("calling builtin", ("The callable is implemented in C (an extension other than PyTorch's operators); "
+                         "the interpreter cannot see what it does.")),
 ]
 _DEFAULT_EXPLANATION = ("The interpreter cannot put this in a graph: the graph ends before it, it runs in "
                         "the normal interpreter, and the rest of the function is compiled on its own.")
@@ -133,7 +134,7 @@ def report_break(record: BreakRecord) -> None:
     duplicate = key in _seen_breaks
     _seen_breaks.add(key)
     log.log("graph_breaks", "%s", record.log_text(duplicate))
-    for o in list(observers):
+    for o in observers:
         o.on_break(record)
 
 
@@ -258,11 +259,7 @@ def _built_ids(steps) -> set[int]:
             ids.add(spec[1])
             for p in spec[2]:
                 walk(p)
-        elif kind == "namedtuple":
-            ids.add(spec[1])
-            for p in spec[3]:
-                walk(p)
-        elif kind == "dict":
+        elif kind == "namedtuple" or kind == "dict":
             ids.add(spec[1])
             for p in spec[3]:
                 walk(p)

@@ -26,8 +26,9 @@ raised while the innermost flag is True is an error (``graph_break.py`` decides)
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.utils._pytree as pytree
@@ -48,7 +49,7 @@ class ForbiddenInGraph(AssertionError):
 _RULES: dict[int, tuple[Any, str]] = {}
 # type -> function(tx, obj, source, covered) -> Value | None: objects with a special meaning to
 # the tracer (the function installs the guards it needs).
-SPECIAL_TYPES: dict[type, Callable[["Tracer", Any, Any, bool], Value | None]] = {}
+SPECIAL_TYPES: dict[type, Callable[[Tracer, Any, Any, bool], Value | None]] = {}
 
 GRAPH_BREAK_REASON = "Call to `xcompile.graph_break()`"
 
@@ -112,7 +113,7 @@ def _name(obj: Any) -> str:
 
 
 # -- hooks called by the interpreter -------------------------------------------------------------------
-def wrap_special(tx: "Tracer", obj: Any, source, covered: bool) -> Value | None:
+def wrap_special(tx: Tracer, obj: Any, source, covered: bool) -> Value | None:
     """A value for ``obj`` when it has a special meaning to the tracer, else None."""
     entry = _RULES.get(id(obj))
     if entry is not None and entry[0] is obj:
@@ -125,7 +126,7 @@ def wrap_special(tx: "Tracer", obj: Any, source, covered: bool) -> Value | None:
     return None
 
 
-def before_inline(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
+def before_inline(tx: Tracer, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value | None:
     """Called before a Python function is inlined: a result when a rule replaces inlining."""
     if not isinstance(fn, FunctionValue):
         return None
@@ -141,7 +142,7 @@ def before_inline(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, 
     return call_rule(tx, f, rule, args, kwargs)
 
 
-def call_rule(tx: "Tracer", obj: Any, rule: str, args: list[Value], kwargs: dict[str, Value]) -> Value:
+def call_rule(tx: Tracer, obj: Any, rule: str, args: list[Value], kwargs: dict[str, Value]) -> Value:
     handler = RULE_CALLS.get(rule)
     if handler is None:
         raise Unsupported(f"calling {_name(obj)} ({rule})")
@@ -279,7 +280,7 @@ _CONTEXT_METHODS: set = set()
 
 
 # -- error_on_graph_break while tracing --------------------------------------------------------------------
-def eogb_stack(tx: "Tracer") -> list[bool]:
+def eogb_stack(tx: Tracer) -> list[bool]:
     stack = getattr(tx, "eogb_stack", None)
     if stack is None:
         from .. import config
@@ -287,7 +288,7 @@ def eogb_stack(tx: "Tracer") -> list[bool]:
     return stack
 
 
-def error_on_graph_break_now(tx: "Tracer") -> bool:
+def error_on_graph_break_now(tx: Tracer) -> bool:
     return eogb_stack(tx)[-1]
 
 
@@ -418,5 +419,15 @@ def _register_logging() -> None:
 _register_interpreter_rows()
 _register_logging()
 
-__all__ = ["ForbiddenInGraph", "TracingApiValue", "ErrorOnGraphBreakValue", "mark", "unmark", "rule_of",
-           "wrap_special", "before_inline", "error_on_graph_break_now", "eogb_stack"]
+__all__ = [
+    "ErrorOnGraphBreakValue",
+    "ForbiddenInGraph",
+    "TracingApiValue",
+    "before_inline",
+    "eogb_stack",
+    "error_on_graph_break_now",
+    "mark",
+    "rule_of",
+    "unmark",
+    "wrap_special",
+]
