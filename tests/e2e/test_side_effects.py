@@ -261,3 +261,17 @@ def test_ordered_dict_and_defaultdict_inputs():
     assert list(od1.items())[:2] == list(od2.items())[:2] and list(od1) == list(od2)
     assert type(od1) is collections.OrderedDict and list(dd1) == list(dd2)
     same(dd1["new"], dd2["new"])
+
+
+def _append_then_len(a, b, x):
+    a.append(x)
+    return len(b) * x
+
+
+def test_one_list_passed_twice_does_not_serve_two_lists():
+    f = xcompile.compile(_append_then_len, backend="eager", fullgraph=True)
+    xs = [torch.ones(1)]
+    same(f(xs, xs, torch.ones(1)), torch.full((1,), 2.0))
+    p, q = [torch.ones(1)], [torch.ones(1)]
+    same(f(p, q, torch.ones(1)), torch.ones(1))        # eager: len(q) == 1
+    assert len(p) == 2 and len(q) == 1

@@ -79,6 +79,7 @@ class SideEffects:
         self._globals: dict[tuple[int, str], Any] = {}    # (id(globals dict), name) -> Value | DELETED
         self._keepalive: list[Any] = []
         self._module_reads: set[tuple[int, str]] = set()  # (id(module), name) read from the real module
+        self._unreachable: set[int] = set()              # ids of outside containers without a source
 
     def __bool__(self) -> bool:
         return bool(self._targets)
@@ -87,8 +88,17 @@ class SideEffects:
         return [_describe(t) for t in self._targets.values()]
 
     # -- recording ---------------------------------------------------------------------------------
+    def unreachable(self, v: Value) -> None:
+        """``v`` is a real list/dict from outside the frame without a source (read by library code)."""
+        self._unreachable.add(id(v))
+        self._keepalive.append(v)
+
     def mutated(self, v: Value) -> None:
         """A list or dict that came from outside the frame is about to change."""
+        if id(v) in self._unreachable:
+            raise Unsupported(f"mutating a {v.describe()} reached through library code",
+                              "Only containers reached from the frame's arguments, globals and closures "
+                              "can be changed inside a compiled region.")
         if v.source is None:
             return
         key = ("container", id(v))

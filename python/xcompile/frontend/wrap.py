@@ -200,11 +200,16 @@ def wrap(tx: "Tracer", obj: Any, source: Source | None, covered: bool = False) -
         return special
     memo_key = id(obj) if isinstance(obj, _MEMO_TYPES) else None
     if memo_key is not None and memo_key in tx.memo:
-        return tx.memo[memo_key][1]
+        v = tx.memo[memo_key][1]
+        if source is not None and v.source is not None and source != v.source:
+            tx.guards.same_object(v.source, source)   # f(xs, xs) must not serve f(xs, ys)
+        return v
     for pred, make in _ROWS:
         if pred(obj):
             v = make(tx, obj, source, covered)
             break
     if memo_key is not None:
         tx.memo[memo_key] = (obj, v)
+        if source is None and isinstance(v, (ListValue, DictValue)):
+            tx.side_effects.unreachable(v)          # from library code: cannot be changed later
     return v

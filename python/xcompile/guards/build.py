@@ -56,6 +56,11 @@ class GuardBuilder:
         else:
             self.guard_set.add(source, spec.ID_MATCH, t)
 
+    def same_object(self, first: Source, again: Source) -> None:
+        """A list, dict or module reached through two sources was one object at trace time."""
+        if first != again and (first, again) not in self.guard_set.same_object:
+            self.guard_set.same_object.append((first, again))
+
     def constant(self, source: Source, value) -> None:
         if equals_matchable(value):
             self.guard_set.add(source, spec.EQUALS_MATCH, value)
