@@ -275,3 +275,19 @@ def test_one_list_passed_twice_does_not_serve_two_lists():
     p, q = [torch.ones(1)], [torch.ones(1)]
     same(f(p, q, torch.ones(1)), torch.ones(1))        # eager: len(q) == 1
     assert len(p) == 2 and len(q) == 1
+
+
+def _write_a_read_b(a, b, x):
+    a.value = x * 2
+    return b.value + 1
+
+
+def test_one_object_passed_twice_does_not_serve_two_objects():
+    f = xcompile.compile(_write_a_read_b, backend="eager", fullgraph=True)
+    o = State()
+    same(f(o, o, torch.ones(2)), torch.full((2,), 3.0))
+    p, q = State(), State()
+    q.value = torch.zeros(2)
+    same(f(p, q, torch.ones(2)), torch.ones(2))        # reads q's own value
+    same(p.value, torch.full((2,), 2.0))
+    same(q.value, torch.zeros(2))

@@ -156,7 +156,7 @@ def _module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
 
 def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
     from .user_objects import stored_attribute
-    stored = stored_attribute(tx, v.obj, name)
+    stored = stored_attribute(tx, v.obj, name, v)
     if stored is not None:                        # assigned earlier in this trace
         return stored
     if type(v.obj).__getattribute__ not in (object.__getattribute__, BaseException.__getattribute__):

@@ -117,6 +117,11 @@ class SideEffects:
         t.attrs.pop(name, None)                           # re-stored names move to the end
         t.attrs[name] = value
 
+    def attrs_source(self, obj: Any) -> Source | None:
+        """The source the attribute writes to ``obj`` were recorded under, if any."""
+        t = self._targets.get(("attrs", id(obj)))
+        return t.where if t is not None and isinstance(t.where, Source) else None
+
     def attr(self, obj: Any, name: str) -> Any:
         """The traced value of ``obj.name`` if the trace stored it (DELETED if deleted), else None."""
         t = self._targets.get(("attrs", id(obj)))

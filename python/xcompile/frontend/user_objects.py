@@ -123,6 +123,7 @@ def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool
             _check_module_assignment(real, name, value)
         if value is not None and _same_tensor(tx, real, name, value):
             return                                 # `self.n += 1` on a tensor: in place, already done
+        _pin_same_object(tx, obj, real)
         tx.side_effects.store_attr(obj, real, name, DELETED if value is None else value)
         return
     if isinstance(obj, ClassValue):
@@ -163,9 +164,18 @@ def _constant(v: Value):
     return as_constant(v)
 
 
-def stored_attribute(tx: "Tracer", real: object, name: str) -> Value | None:
+def _pin_same_object(tx: "Tracer", obj_v: Value | None, real: object) -> None:
+    """Writes to ``real`` were recorded through another source: the two must stay one object."""
+    first = tx.side_effects.attrs_source(real)
+    if first is not None and obj_v is not None and obj_v.source is not None and obj_v.source != first:
+        tx.guards.same_object(first, obj_v.source)
+
+
+def stored_attribute(tx: "Tracer", real: object, name: str, obj_v: Value | None = None) -> Value | None:
     """What the trace stored in ``real.name`` (None: nothing; AttrMissing raised when deleted)."""
     v = tx.side_effects.attr(real, name)
+    if v is not None:
+        _pin_same_object(tx, obj_v, real)
     if v is DELETED:
         raise AttrMissing(f"{type(real).__name__} object has no attribute {name!r}",
                           "The attribute was deleted earlier in the traced code.")
