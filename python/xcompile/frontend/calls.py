@@ -145,15 +145,27 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
         from .builtins_rules import make_namedtuple
         return make_namedtuple(tx, cls, list(args), dict(kwargs))
     if isinstance(cls, type) and issubclass(cls, BaseException):
-        from .pyops import as_constant
-        consts = [as_constant(a) for a in args]
-        if all(ok for ok, _ in consts) and not kwargs:
-            return UserObjectValue(cls(*[c for _, c in consts]))
-        return UserObjectValue(cls())
+        return _make_exception(cls, args, kwargs)
     from .builtins_rules import BUILTINS
     if _is_plain_user_class(cls) and cls not in BUILTINS:
         return _construct(tx, cls, args, kwargs)
     return _builtin(tx, v, args, kwargs)
+
+
+def _make_exception(cls: type, args, kwargs) -> Value:
+    """An exception object made at trace time: its arguments must be constants (it is a real
+    object, read by except clauses, ``e.args``, ``str(e)``)."""
+    from .pyops import as_constant
+    consts = [as_constant(a) for a in [*args, *kwargs.values()]]
+    if not all(ok for ok, _ in consts):
+        raise Unsupported(f"creating {cls.__name__} with non-constant arguments",
+                          "Pass constants (strings, numbers, shapes) to exceptions raised in compiled code.")
+    vals = [c for _, c in consts]
+    try:
+        return UserObjectValue(cls(*vals[:len(args)], **dict(zip(kwargs, vals[len(args):]))))
+    except Exception as e:                     # its own __init__ failed: eager fails the same way
+        from .exc import PythonError
+        raise PythonError.of(e) from e
 
 
 def _is_plain_user_class(cls) -> bool:
