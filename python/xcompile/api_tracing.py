@@ -1,4 +1,4 @@
-"""The fine-grained tracing APIs, with ``torch._dynamo``'s names and meanings.
+"""The fine-grained tracing APIs, with the names and meanings PyTorch users know.
 
     graph_break(msg="")          force a graph break here
     allow_in_graph(fn)           calls of ``fn`` become one graph node (its body is not traced)

@@ -8,7 +8,7 @@ graph break and guard it produced.
 
 ``explain(fn, *args, **kwargs)`` runs it right away (the older form); the result also unpacks
 like the FAQ's ``explanation, out_guards, graphs, ops_per_graph = explain(fn, *args)``.
-All compiled state is reset before and after (as ``torch._dynamo.explain`` does), so every
+All compiled state is reset before and after (as PyTorch's explain does), so every
 frame is traced afresh and reported.
 """
 from __future__ import annotations
