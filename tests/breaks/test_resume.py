@@ -534,3 +534,27 @@ def test_resume_functions_are_named_after_the_user_function():
     out = xcompile.explain(g)(torch.randn(3))
     names = [r.user_stack[-1].name for r in out.break_reasons]
     assert names[0] == "g" and names[1].startswith("xcompile_resume_in_g_at_")
+
+
+def test_gradients_across_breaks_with_aot_eager():
+    w = torch.randn(4, requires_grad=True)
+
+    def f(x):
+        y = (x * w).sin()
+        print(end="")
+        z = (y * w).cos()
+        if z.sum() > 0:
+            return z.sum() * 2
+        return z.sum()
+
+    cf = xcompile.compile(f, backend="aot_eager")
+    for _ in range(3):
+        x1 = torch.randn(4, requires_grad=True)
+        x2 = x1.detach().clone().requires_grad_(True)
+        w.grad = None
+        f(x1).backward()
+        expected = (x1.grad.clone(), w.grad.clone())
+        w.grad = None
+        cf(x2).backward()
+        torch.testing.assert_close(x2.grad, expected[0])
+        torch.testing.assert_close(w.grad, expected[1])
