@@ -544,3 +544,30 @@ def vars_like_access_via_dict_attr(a):
 @T.case(rn(3))
 def class_name_and_qualname(a):
     return a * len(Point.__name__), Child.__qualname__, Point.norm2.__name__
+
+
+# -- objects made in the frame returned (built by the entry's Python wrapper) --------------------------------------
+@T.case(rn(3), rn(3))
+def return_dataclass_made_in_frame(a, b):
+    return Pair(a * 2, b + 1)
+
+
+@T.case(rn(3))
+def return_plain_object_in_a_list(a):
+    return [Point(a, a * 2), 3]
+
+
+@T.case(rn(3))
+def return_ordered_dict_and_set(a):
+    od = collections.OrderedDict()
+    od["second"] = a * 2
+    od["first"] = a
+    return od, {1, 2, 3}
+
+
+@T.case(rn(3))
+def return_defaultdict(a):
+    groups = collections.defaultdict(list)
+    groups["x"].append(a)
+    groups["y"].append(a * 2)
+    return groups

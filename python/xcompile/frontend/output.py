@@ -12,7 +12,8 @@ import torch
 
 from .exc import Unsupported
 from .sources import Source
-from .values import ConstantValue, DictValue, ListValue, TensorValue, TupleValue, Value, real_object
+from .values import (ConstantValue, DictValue, ListValue, NewObjectValue, SetValue, TensorValue, TupleValue, Value,
+                     real_object)
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -31,6 +32,24 @@ class OutputBuilder:
         tx.gb.effects = self.effects               # GraphBuilder.finish puts it in gm.meta
 
     def spec(self, v: Value) -> tuple:
+        """The output-plan node for ``v``.  Values the C++ plan cannot build (objects made in the
+        frame, sets, OrderedDict/defaultdict) make the whole result a Python-built one."""
+        if _needs_python(self.tx, v):
+            return self._python_result(v)
+        return self._spec(v)
+
+    def _python_result(self, v: Value) -> tuple:
+        """The result is built by the entry's Python wrapper (side_effects.EffectPlan.result) and
+        appended after the graph's outputs."""
+        from .side_effects import EffectPlan, SpecBuilder
+        result = SpecBuilder(self.tx, self).value(v)
+        plan = self.effects if self.effects is not None else EffectPlan([], 0, [])
+        plan.result = result
+        plan.n_objects = len(self.passthrough)
+        self.effects = self.tx.gb.effects = plan
+        return ("out", len(self.outputs))
+
+    def _spec(self, v: Value) -> tuple:
         v = self.tx.resolve(v)
         if isinstance(v, TensorValue):
             i = self._index.get(v.node)
@@ -44,15 +63,12 @@ class OutputBuilder:
             return self._passthrough(v.source)
         if isinstance(v, TupleValue):
             if v.cls is not tuple:              # a namedtuple or structseq (torch.return_types.*)
-                return ("namedtuple", v.cls, [self.spec(i) for i in v.items])
-            return ("tuple", [self.spec(i) for i in v.items])
+                return ("namedtuple", v.cls, [self._spec(i) for i in v.items])
+            return ("tuple", [self._spec(i) for i in v.items])
         if isinstance(v, ListValue):
-            return ("list", [self.spec(i) for i in v.items])
+            return ("list", [self._spec(i) for i in v.items])
         if isinstance(v, DictValue):
-            if v.cls is not dict:
-                raise Unsupported(f"returning a {v.cls.__name__} built in the frame",
-                                  "Return a plain dict (dict(d)) instead.")
-            return ("dict", list(v.items.keys()), [self.spec(i) for i in v.items.values()])
+            return ("dict", list(v.items.keys()), [self._spec(i) for i in v.items.values()])
         obj = real_object(v)
         if obj is not None:
             return ("const", obj)
@@ -62,3 +78,21 @@ class OutputBuilder:
         if src not in self.passthrough:
             self.passthrough.append(src)
         return ("source", self.passthrough.index(src))
+
+
+def _needs_python(tx: "Tracer", v: Value, seen: set | None = None) -> bool:
+    """Does ``v`` hold a value made in the frame that only Python code can rebuild?"""
+    v = tx.resolve(v)
+    if isinstance(v, (TensorValue, ConstantValue)) or v.source is not None:
+        return False
+    if isinstance(v, (NewObjectValue, SetValue)):
+        return True
+    if isinstance(v, DictValue) and (v.cls is not dict or v.default_factory is not None):
+        return True
+    seen = set() if seen is None else seen
+    if id(v) in seen:
+        return True                              # a container that holds itself
+    seen.add(id(v))
+    parts = list(v.items.values()) if isinstance(v, DictValue) else \
+        list(v.items) if isinstance(v, (TupleValue, ListValue)) else []
+    return any(_needs_python(tx, p, seen) for p in parts)

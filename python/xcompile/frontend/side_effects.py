@@ -180,7 +180,7 @@ class SideEffects:
         """Must run before the return value's spec: effect slots take the first pass-through slots."""
         if not self._targets:
             return None
-        b = _SpecBuilder(tx, out)
+        b = SpecBuilder(tx, out)
         steps = [b.target(t) for t in self._targets.values()]
         return EffectPlan(steps, len(out.passthrough), self.describe(), self._rewatch_safe())
 
@@ -199,7 +199,7 @@ def _describe(t: _Target) -> str:
 #   | ("namedtuple", id, cls, [specs]) | ("dict", id, [keys], [specs]) | ("object", id, cls, {name: spec})
 # ``id`` makes one value built in the frame one object per apply, however often it is stored.
 
-class _SpecBuilder:
+class SpecBuilder:
     def __init__(self, tx: "Tracer", out: "OutputBuilder"):
         self.tx = tx
         self.out = out
@@ -252,7 +252,8 @@ class _SpecBuilder:
         if isinstance(v, SetValue):
             return ("set", id(v), [self.value(i) for i in v.items])
         if isinstance(v, DictValue):
-            return ("dict", id(v), list(v.items), [self.value(i) for i in v.items.values()])
+            factory = None if v.default_factory is None else self.value(v.default_factory)
+            return ("dict", id(v), list(v.items), [self.value(i) for i in v.items.values()], v.cls, factory)
         if isinstance(v, NewObjectValue):
             return ("object", id(v), v.cls, {n: self.value(a) for n, a in v.attrs.items()})
         obj = real_object(v)
@@ -269,6 +270,9 @@ class EffectPlan:
 
     def __init__(self, steps: list[tuple], n_objects: int, described: list[str], rewatch: bool = False):
         self.steps = steps
+        # a return value only Python can build (objects made in the frame, sets...): a value spec
+        # built after the effects and appended to the graph's outputs (output.OutputBuilder)
+        self.result: tuple | None = None
         self.n_objects = n_objects           # effect slots: passthrough_sources[:n_objects]
         self.described = described
         # after applying, the entry's guard re-baselines its module/dict watches (see
@@ -278,8 +282,9 @@ class EffectPlan:
     def __repr__(self) -> str:
         return f"EffectPlan({'; '.join(self.described)})"
 
-    def apply(self, outputs, objects, memo: dict | None = None) -> None:
+    def apply(self, outputs, objects, memo: dict | None = None):
         """Apply every effect. ``outputs``: the graph's outputs; ``objects``: the effect slots.
+        Returns the Python-built result (``self.result``), else None.
         ``memo`` (optional) receives the objects built in the frame, by the id of their value
         (the replacement code of a graph break reuses them: one object, not a copy)."""
         memo = {} if memo is None else memo
@@ -305,7 +310,8 @@ class EffectPlan:
                 r = memo[key] = set()
                 r.update(val(p) for p in spec[2])
             elif kind == "dict":
-                r = memo[key] = {}
+                cls, factory = spec[4], spec[5]
+                r = memo[key] = cls(val(factory)) if factory is not None else cls()
                 r.update(zip(spec[2], [val(p) for p in spec[3]]))
             elif kind == "object":
                 r = memo[key] = object.__new__(spec[2])
@@ -346,6 +352,7 @@ class EffectPlan:
                     del cell.cell_contents
                 else:
                     cell.cell_contents = val(step[2])
+        return None if self.result is None else val(self.result)
 
 
 def _make_namedtuple(cls, parts):
@@ -360,10 +367,10 @@ def wrap_compiled(compiled: Callable, plan: EffectPlan, n_tensors: int, guard=No
 
     def run_and_apply(*args):
         outs = compiled(*args[:n_tensors])
-        plan.apply(outs, args[n_tensors:])
+        result = plan.apply(outs, args[n_tensors:])
         if rewatch is not None:
             rewatch()
-        return outs
+        return outs if plan.result is None else (*outs, result)
     run_and_apply.__qualname__ = f"side_effects({getattr(compiled, '__qualname__', 'graph')})"
     run_and_apply.effect_plan = plan
     return run_and_apply
