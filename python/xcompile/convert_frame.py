@@ -49,6 +49,13 @@ EXPLICIT_CODES: set = set()
 EAGER_FRAMES: set = set()
 
 
+def _skip_module(f_globals: dict) -> bool:
+    """Code generated at run time ("<string>" files: dataclass methods, namedtuples) by torch or
+    by us belongs to the library, wherever its file says it is."""
+    name = f_globals.get("__name__") or ""
+    return any(name == p or name.startswith(p + ".") for p in ("torch", "xcompile", "triton", "sympy"))
+
+
 def _where(code: types.CodeType) -> str:
     return f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})"
 
@@ -69,10 +76,12 @@ class ConvertFrame:
         self.explicit_codes: set = set()
 
     def __call__(self, code, f_locals, f_globals, f_builtins, closure):
-        if code not in self.explicit_codes and _skip_code(code):
+        if code not in self.explicit_codes and (_skip_code(code) or _skip_module(f_globals)):
             if code not in EXPLICIT_CODES:    # library code someone compiles explicitly stays NORMAL
                 _C.set_code_state(code, SKIP)
             return None
+        if torch._C._functorch.maybe_current_level() is not None:
+            return None       # inside a torch.func transform (vmap/grad...): run this call eagerly
         entries = _C.cache_entries(code)
         if entries:
             reason = entries[0].guard.last_failure()

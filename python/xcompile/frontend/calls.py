@@ -96,6 +96,12 @@ def _tensor_method(tx: "Tracer", v: TensorMethodValue, args, kwargs) -> Value:
 
 
 def _function(tx: "Tracer", v: Value, args, kwargs) -> Value:
+    fn = getattr(v, "fn", None)
+    code = getattr(fn, "__code__", None)
+    if code is not None and rules.is_function_transform_code(code):
+        raise Unsupported("calling a function made by a function transform (torch.func / torch.vmap)",
+                          "Function transforms run eagerly; move them outside the compiled region "
+                          "or accept the graph break.")
     return tx.inline_call(None, v, list(args), dict(kwargs))
 
 

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import os
 import types
 from typing import Any
 
@@ -49,6 +50,14 @@ FORBIDDEN: dict[Any, str] = {
     torch.load: "torch.load does I/O",
     torch._C._set_grad_enabled: "direct calls to torch._C._set_grad_enabled",
 }
+# Function transforms change interpreter-global state (the functorch layer stack) when called,
+# so they are never called at trace time: each is a graph break and runs eagerly.
+for _name in ("vmap", "grad", "grad_and_value", "vjp", "jvp", "jacrev", "jacfwd", "hessian", "linearize"):
+    for _mod in (torch, getattr(torch, "func", None)):
+        _fn = getattr(_mod, _name, None) if _mod is not None else None
+        if callable(_fn) and _fn not in FORBIDDEN:
+            FORBIDDEN[_fn] = f"torch.func.{_name} (a function transform) inside a compiled region"
+del _name, _mod, _fn
 
 # Tensor methods whose result needs tensor data on the host (or hands out raw memory).
 TENSOR_METHODS_FORBIDDEN = {
@@ -90,6 +99,15 @@ def is_trusted_code(fn: types.FunctionType) -> bool:
     return is_trusted_module_name(getattr(fn, "__module__", None))
 
 
+_FUNCTORCH_DIR = os.path.join(os.path.dirname(torch.__file__), "_functorch") + os.sep
+
+
+def is_function_transform_code(code: types.CodeType) -> bool:
+    """Code of torch.func's transforms (and the wrappers they return, which carry the user's
+    function's name and module): it drives the functorch layer stack, so it never runs at trace time."""
+    return code.co_filename.startswith(_FUNCTORCH_DIR)
+
+
 def is_torch_op(obj: Any) -> bool:
     """A torch callable that becomes one graph node when called."""
     if isinstance(obj, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
@@ -98,9 +116,13 @@ def is_torch_op(obj: Any) -> bool:
         return getattr(obj, "__objclass__", None) in TORCH_TENSOR_CLASSES
     if isinstance(obj, types.BuiltinFunctionType):
         mod = getattr(obj, "__module__", None) or ""
+        if mod.startswith("torch._C._functorch"):      # interpreter-stack state, never a graph op
+            return False
         return mod == "torch" or mod.startswith("torch.")
     if isinstance(obj, types.FunctionType):
         mod = obj.__module__ or ""
+        if is_function_transform_code(obj.__code__):
+            return False
         if mod.startswith("torch.nn.modules") or mod.startswith("torch.fx") or mod.startswith("torch.utils"):
             return False
         return mod == "torch" or mod.startswith("torch.")
