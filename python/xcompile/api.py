@@ -16,7 +16,7 @@ from . import _C
 from .convert_frame import EXPLICIT_CODES, SKIP, ConvertFrame, RunOnly
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-DEFAULT_BACKEND = "eager"
+DEFAULT_BACKEND = "inductor"
 
 # Codes the user marked with disable(recursive=False); re-marked after reset().
 _nonrecursive_skips: set[types.CodeType] = set()

@@ -49,6 +49,29 @@ fallback_random: bool = False
 # Where compiled kernels are cached on disk.
 cache_dir: str = os.environ.get("XCOMPILE_CACHE_DIR", os.path.expanduser("~/.cache/xcompile"))
 
+# -- kernel generator (backend "inductor") ------------------------------------------------
+# Which emitter CPU graphs use: "cpp" (C++/OpenMP) or "triton" (TRITON_INTERPRET=1 on the CPU).
+cpu_kernel_backend: str = os.environ.get("XCOMPILE_CPU_KERNEL_BACKEND", "cpp")
+# Raise kernel build/lowering errors instead of warning once and running the graph eagerly.
+kernel_raise_errors: bool = _env_bool("XCOMPILE_KERNEL_RAISE_ERRORS", False)
+# The C++ compiler for CPU kernels.
+cpp_compiler: str = os.environ.get("CXX", "g++")
+# Elements of work above which a C++ kernel's outer loop is run with OpenMP.
+cpp_parallel_threshold: int = _env_int("XCOMPILE_CPP_PARALLEL_THRESHOLD", 32768)
+# Vector math through glibc's libmvec: None = detect, True/False = force.
+cpp_simd_math = None
+# Threads that build kernels in parallel.
+compile_threads: int = _env_int("XCOMPILE_COMPILE_THREADS", os.cpu_count() or 1)
+# Largest pointwise body inlined into its consumers.
+inline_max_ops: int = 24
+# Fuse kernels at all (False: one kernel per op, for debugging).
+kernel_fusion: bool = _env_bool("XCOMPILE_KERNEL_FUSION", True)
+# Feed convolutions channels-last inputs.
+kernel_channels_last_conv: bool = True
+# Triton: rows up to this many elements use persistent reductions; looped ones use this block.
+triton_persistent_rnumel: int = 1024
+triton_rblock: int = 256
+
 _KNOBS = None
 
 
