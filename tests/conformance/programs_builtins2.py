@@ -376,3 +376,13 @@ def slice_builtin(a):
 def torch_size_and_tuple_interop(a):
     s = a.shape
     return a.new_zeros(s + (2,)), tuple(s) == (2, 3), list(s), s.numel(), torch.Size([2]) + s
+
+
+@T.case(rn(3))
+def set_operators_and_methods(a):
+    s = {1, 2, 3}
+    s |= {4}
+    t = s & {2, 4, 6}
+    u = (s - {1}) ^ {9}
+    s.discard(3)
+    return a * len(s), sorted(t), sorted(u), {1, 2}.issubset(s), sorted(s.union([7], (8,)))

@@ -31,6 +31,7 @@ from .values import (
     DictValue,
     IteratorValue,
     PartialValue,
+    SetValue,
     TupleValue,
     Value,
 )
@@ -339,6 +340,47 @@ def _object_init_call(tx, args, kwargs):
 def _generator_context(tx, args, kwargs):
     from .contexts import make_generator_context
     return make_generator_context(tx, list(args), dict(kwargs))
+
+
+# -- sets -----------------------------------------------------------------------------------------------------
+def set_operation(tx, op: str, a: Value, b: Value) -> Value:
+    """``a | b``, ``a & b``, ``a - b``, ``a ^ b`` for a set made in the frame (constants compare by
+    value, other values by identity)."""
+    from .pyops import set_add, set_member
+    left = a.items if isinstance(a, SetValue) else items_of(tx, a)
+    right = b.items if isinstance(b, SetValue) else items_of(tx, b)
+    out = SetValue([])
+    if op == "|":
+        for x in [*left, *right]:
+            set_add(out, x)
+    elif op == "&":
+        for x in left:
+            if set_member(right, x):
+                set_add(out, x)
+    elif op == "-":
+        for x in left:
+            if not set_member(right, x):
+                set_add(out, x)
+    else:
+        for x in [*left, *right]:
+            if set_member(left, x) != set_member(right, x):
+                set_add(out, x)
+    return out
+
+
+_SET_BINARY = {operator.or_: "|", operator.and_: "&", operator.sub: "-", operator.xor: "^",
+               operator.ior: "|", operator.iand: "&", operator.isub: "-", operator.ixor: "^"}
+
+
+def set_binary_op(tx, op, a: Value, b: Value) -> Value | None:
+    """Set operators when an operand is a set made in the frame (None: not a set operation)."""
+    if not (isinstance(a, SetValue) or isinstance(b, SetValue)) or op not in _SET_BINARY:
+        return None
+    r = set_operation(tx, _SET_BINARY[op], a, b)
+    if op in (operator.ior, operator.iand, operator.isub, operator.ixor) and isinstance(a, SetValue):
+        a.items[:] = r.items                      # in place: the same set object
+        return a
+    return r
 
 
 # -- functools -----------------------------------------------------------------------------------------------

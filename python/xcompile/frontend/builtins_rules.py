@@ -643,9 +643,36 @@ def _set_method(tx, s: SetValue, name: str, args, kwargs) -> Value:
         return SetValue(list(s.items))
     elif name == "__contains__":
         return ConstantValue(set_member(s.items, args[0]))
+    elif name == "clear":
+        s.items.clear()
+    elif name == "pop":
+        if not s.items:
+            raise PythonError.of(KeyError("pop from an empty set"))
+        return items_of(tx, s)[0] if all(as_constant(x)[0] for x in s.items) else s.items.pop(0)
+    elif name in _SET_OPS:
+        from .builtins_more import set_operation
+        r = s
+        for a in args:
+            r = set_operation(tx, _SET_OPS[name], r, a)
+        return r
+    elif name in ("issubset", "issuperset", "isdisjoint"):
+        other = items_of(tx, args[0])
+        mine = s.items
+        if name == "issubset":
+            return ConstantValue(all(set_member(other, x) for x in mine))
+        if name == "issuperset":
+            return ConstantValue(all(set_member(mine, x) for x in other))
+        return ConstantValue(not any(set_member(other, x) for x in mine))
+    elif name.endswith("_update") and name[:-len("_update")] in _SET_OPS:
+        from .builtins_more import set_operation
+        r = set_operation(tx, _SET_OPS[name[:-len("_update")]], s, args[0])
+        s.items[:] = r.items
     else:
         raise Unsupported(f"set.{name}")
     return ConstantValue(None)
+
+
+_SET_OPS = {"union": "|", "intersection": "&", "difference": "-", "symmetric_difference": "^"}
 
 
 def call_object_method(tx, m: ObjectMethodValue, args: list[Value], kwargs: dict[str, Value]) -> Value:

@@ -87,6 +87,11 @@ def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
     r = user_binary_op(tx, op, a, b)                      # __add__ / __radd__ ... of user classes
     if r is not NOT_DEFINED:
         return r
+    if isinstance(a, SetValue) or isinstance(b, SetValue):
+        from .builtins_more import set_binary_op
+        r = set_binary_op(tx, op, a, b)
+        if r is not None:
+            return r
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return tx.gb.call("call_function", op, (a, b))
     ca, va = as_constant(a)
