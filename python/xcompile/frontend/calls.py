@@ -203,7 +203,7 @@ def _construct(tx: "Tracer", cls: type, args, kwargs) -> Value:
 
 
 def _object_method(tx: "Tracer", v: ObjectMethodValue, args, kwargs) -> Value:
-    from .builtins_rules import call_object_method
+    from .container_methods import call_object_method
     return call_object_method(tx, v, list(args), dict(kwargs))
 
 
