@@ -63,5 +63,12 @@ def call_intrinsic_1(f: Frame, inst: Instr) -> None:
         f.push(TupleValue(list(f.pop().items)))
     elif inst.argval == "INTRINSIC_PRINT":
         raise Unsupported("call to builtin print")
+    elif inst.argval == "INTRINSIC_STOPITERATION_ERROR":   # 3.12 generators: StopIteration -> RuntimeError
+        from .exceptions import real_exception
+        exc = f.pop()
+        if isinstance(real_exception(exc), StopIteration):
+            from .exc import PythonError
+            exc = PythonError.of(RuntimeError("generator raised StopIteration")).value
+        f.push(exc)
     else:
         raise Unsupported(f"unsupported intrinsic {inst.argval}")
