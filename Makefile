@@ -21,7 +21,7 @@ $(BUILD_STAMP): $(wildcard csrc/*) CMakeLists.txt pyproject.toml
 	@mkdir -p build && touch $(BUILD_STAMP)
 
 test: setup
-	$(PYTHON) -m pytest tests -x -q -p no:cacheprovider
+	$(PYTHON) -m pytest tests -x -p no:cacheprovider
 
 demo: setup
 	$(PYTHON) benchmarks/demo.py
