@@ -377,16 +377,7 @@ class CppKernelWriter:
         return self.signature(code)
 
     def column_update(self, a: Acc) -> list[str]:
-        lane, v, n = f"{self.nest.xvars[0]}_l", a.value, a.name
-        if a.rtype == "welford":
-            return [f"{{ auto d = {v} - {n}_v[{lane}]; {n}_v[{lane}] += d * {n}_w; "
-                    f"{n}_vm2[{lane}] += d * ({v} - {n}_v[{lane}]); }}"]
-        if a.rtype in ("argmax", "argmin"):
-            cmp = ">" if a.rtype == "argmax" else "<"
-            return [f"{{ bool take = ({v} {cmp} {n}_v[{lane}]) || ({v} != {v} && {n}_v[{lane}] == {n}_v[{lane}]);",
-                    f"  {n}_v[{lane}] = take ? {v} : {n}_v[{lane}]; "
-                    f"{n}_vi[{lane}] = take ? (int64_t)({a.rindex}) : {n}_vi[{lane}]; }}"]
-        return [f"{n}_v[{lane}] = " + _COMBINE[a.rtype].format(a=f"{n}_v[{lane}]", v=v) + ";"]
+        return _lane_update(a, f"{self.nest.xvars[0]}_l", mean="_v")
 
     def wrap_x_loops(self, body: list[str], parallel: bool, simd_inner: bool) -> list[str]:
         nest = self.nest
@@ -472,17 +463,7 @@ class CppKernelWriter:
         return lines
 
     def lane_update(self, a: Acc) -> list[str]:
-        lane = f"{self.nest.rvars[-1]}_l"
-        v, n = a.value, a.name
-        if a.rtype == "welford":
-            return [f"{{ auto d = {v} - {n}_vm[{lane}]; {n}_vm[{lane}] += d * {n}_w; "
-                    f"{n}_vm2[{lane}] += d * ({v} - {n}_vm[{lane}]); }}"]
-        if a.rtype in ("argmax", "argmin"):
-            cmp = ">" if a.rtype == "argmax" else "<"
-            return [f"{{ bool take = ({v} {cmp} {n}_v[{lane}]) || ({v} != {v} && {n}_v[{lane}] == {n}_v[{lane}]);",
-                    f"  {n}_v[{lane}] = take ? {v} : {n}_v[{lane}]; "
-                    f"{n}_vi[{lane}] = take ? (int64_t)({a.rindex}) : {n}_vi[{lane}]; }}"]
-        return [f"{n}_v[{lane}] = " + _COMBINE[a.rtype].format(a=f"{n}_v[{lane}]", v=v) + ";"]
+        return _lane_update(a, f"{self.nest.rvars[-1]}_l", mean="_vm")
 
     def tail_update(self, a: Acc) -> list[str]:
         v, n = a.value, a.name
@@ -534,3 +515,17 @@ def cpp_prelude() -> str:
     if simd not in _PRELUDE:
         _PRELUDE[simd] = prelude(simd)
     return _PRELUDE[simd]
+
+
+def _lane_update(a: Acc, lane: str, *, mean: str) -> list[str]:
+    """One vector lane's accumulator update; ``mean`` names the Welford running-mean array."""
+    v, n = a.value, a.name
+    if a.rtype == "welford":
+        return [f"{{ auto d = {v} - {n}{mean}[{lane}]; {n}{mean}[{lane}] += d * {n}_w; "
+                f"{n}_vm2[{lane}] += d * ({v} - {n}{mean}[{lane}]); }}"]
+    if a.rtype in ("argmax", "argmin"):
+        cmp = ">" if a.rtype == "argmax" else "<"
+        return [f"{{ bool take = ({v} {cmp} {n}_v[{lane}]) || ({v} != {v} && {n}_v[{lane}] == {n}_v[{lane}]);",
+                f"  {n}_v[{lane}] = take ? {v} : {n}_v[{lane}]; "
+                f"{n}_vi[{lane}] = take ? (int64_t)({a.rindex}) : {n}_vi[{lane}]; }}"]
+    return [f"{n}_v[{lane}] = " + _COMBINE[a.rtype].format(a=f"{n}_v[{lane}]", v=v) + ";"]
