@@ -12,6 +12,24 @@ from ..frontend.sources import (AttrSource, ClosureCellSource, ClosureSource, Gl
 from . import spec
 
 
+def _same(v):
+    return v
+
+
+# Guard kind -> (GuardNode method that adds its C++ leaf, how the spec's value is passed).
+_LEAVES = {
+    spec.TYPE_MATCH: ("add_type_match", _same),
+    spec.ID_MATCH: ("add_id_match", _same),
+    spec.EQUALS_MATCH: ("add_equals_match", _same),
+    spec.LENGTH_CHECK: ("add_length_check", int),
+    spec.TENSOR_MATCH: ("add_tensor_match", _same),
+    spec.MODULE_TREE: ("add_module_tree", _same),
+    spec.DICT_KEYS: ("add_dict_keys", tuple),
+    spec.DICT_UNCHANGED: ("add_dict_unchanged", _same),
+}
+assert set(_LEAVES) == set(spec.KINDS), "every guard kind needs a lowering row"
+
+
 class _Lowering:
     def __init__(self, n_slots: int):
         self.root = _C.RootGuard(n_slots)
@@ -39,26 +57,8 @@ class _Lowering:
         return n
 
     def add(self, g: spec.Guard) -> None:
-        n, desc = self.node(g.source), str(g)
-        k = g.kind
-        if k == spec.TYPE_MATCH:
-            n.add_type_match(g.value, desc)
-        elif k == spec.ID_MATCH:
-            n.add_id_match(g.value, desc)
-        elif k == spec.EQUALS_MATCH:
-            n.add_equals_match(g.value, desc)
-        elif k == spec.LENGTH_CHECK:
-            n.add_length_check(int(g.value), desc)
-        elif k == spec.TENSOR_MATCH:
-            n.add_tensor_match(g.value, desc)
-        elif k == spec.MODULE_TREE:
-            n.add_module_tree(g.value, desc)
-        elif k == spec.DICT_KEYS:
-            n.add_dict_keys(tuple(g.value), desc)
-        elif k == spec.DICT_UNCHANGED:
-            n.add_dict_unchanged(g.value, desc)
-        else:  # pragma: no cover - spec.Guard validates kinds
-            raise ValueError(k)
+        method, convert = _LEAVES[g.kind]
+        getattr(self.node(g.source), method)(convert(g.value), str(g))
 
 
 def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
