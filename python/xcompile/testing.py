@@ -1,6 +1,9 @@
 """Backends for tests, in the shape of torch._dynamo.testing's."""
 from __future__ import annotations
 
+import contextlib
+import logging
+
 import torch
 
 
@@ -47,3 +50,36 @@ class EagerAndRecordGraphs:
     def __call__(self, gm, example_inputs):
         self.graphs.append(gm)
         return gm.forward
+
+
+class _ListHandler(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def captured_logs(*artifacts: str):
+    """Turns the named log artifacts on and yields the list of messages logged inside the block."""
+    from . import log, set_logs
+
+    handler = _ListHandler()
+    was_on = {a: log.enabled(a) for a in artifacts}
+    set_logs(**{a: True for a in artifacts})
+    loggers = [logging.getLogger(f"xcompile.{a}") for a in artifacts]
+    for lg in loggers:
+        lg.addHandler(handler)
+    try:
+        yield handler.messages
+    finally:
+        for lg in loggers:
+            lg.removeHandler(handler)
+        set_logs(**was_on)
+
+
+def graph_break_logs(messages: list[str]) -> list[str]:
+    """The graph-break messages among captured log messages."""
+    return [m for m in messages if m.startswith("Graph break")]
