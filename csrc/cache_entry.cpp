@@ -166,6 +166,7 @@ std::shared_ptr<CacheEntry> CacheEntry::graph(std::shared_ptr<RootGuard> guard,
   e->fn = std::move(compiled_fn);
   e->n_inputs = n_inputs;
   e->plan_object = std::move(output_plan);
+  e->owner = py::none();
   return e;
 }
 
@@ -177,6 +178,7 @@ std::shared_ptr<CacheEntry> CacheEntry::code(std::shared_ptr<RootGuard> guard, p
   e->guard = std::move(guard);
   e->fn = std::move(runner);
   e->plan_object = py::none();
+  e->owner = py::none();
   return e;
 }
 
@@ -220,11 +222,39 @@ CacheEntry* as_cache_entry(PyObject* obj) {
 
 // ---- the walk and the miss path -------------------------------------------------------------
 
+namespace {
+
+// The callback's backend key, borrowed, or NULL (no callback, or one that matches any entry).
+// The last callback asked about is remembered per thread through a weak reference (it may not
+// outlive its user, and a dead one cannot be confused with a new object at the same address),
+// so the hot path is one dereference and one compare. Callbacks that take no weak references
+// are asked every time.
+__thread PyObject* t_key_callback = nullptr;  // weakref to the callback, strong, or NULL
+__thread PyObject* t_key = nullptr;           // strong or NULL
+
+PyObject* backend_key_of(PyObject* callback) {
+  if (callback == nullptr) return nullptr;
+  if (t_key_callback != nullptr && PyWeakref_GetObject(t_key_callback) == callback) return t_key;
+  PyObject* key = PyObject_GetAttrString(callback, "_xc_backend_key");
+  if (key == nullptr) PyErr_Clear();
+  if (key == Py_None) Py_CLEAR(key);
+  Py_XSETREF(t_key, key);
+  PyObject* ref = PyWeakref_NewRef(callback, nullptr);
+  if (ref == nullptr) PyErr_Clear();
+  Py_XSETREF(t_key_callback, ref);
+  return t_key;
+}
+
+}  // namespace
+
 bool run_cached(CodeExtra* extra, const FrameView& view, PyObject* callback, PyObject** out) {
   if (extra == nullptr || extra->entries.empty()) return false;
+  PyObject* key = backend_key_of(callback);
   CallbackScope no_callback(nullptr);  // guards may run Python code (getattr): never traced
   for (size_t i = 0; i < extra->entries.size(); i++) {
     EntryRef ref = extra->entries[i];
+    PyObject* owner = ref.entry->owner.ptr();
+    if (key != nullptr && owner != Py_None && owner != key) continue;  // another backend's
     Py_INCREF(ref.obj);  // the walk may clear the cache under us
     const uint64_t generation = extra->generation;
     SlotBuffer slots(ref.entry->guard->n_slots());

@@ -6,11 +6,15 @@
 //   ├─ GRAPH: compiled_fn (strong), n_inputs, output_plan (strong) + its parsed OutputPlan
 //   ├─ CODE:  runner (strong), called as runner(*frame arguments), plus the function's
 //   │         closure tuple as one more last argument when the code has free variables
+//   ├─ owner    the backend key it was compiled for (None: any); see run_cached
 //   └─ hits     times the cache walk selected this entry
 //
 // Hot path (both the eval-frame hook and CompiledFunction):
 //   run_cached(extra, view)    walk entries most recently hit first; the first whose guard
-//                              passes is moved to the front and run
+//                              passes is moved to the front and run. Entries whose owner is
+//                              not the callback's backend key (its `_xc_backend_key`
+//                              attribute; None or absent: any) are passed over, so one code
+//                              object compiled with two backends gets an entry for each
 //   run_callback(cb, view)     on a miss: cb(code, f_locals, f_globals, f_builtins, closure)
 //                              -> entry (guard checked, then run) or None
 // Guards and graphs run with this thread's compile callback set to None (backend code and
@@ -66,6 +70,7 @@ struct CacheEntry {
   pybind11::object fn;           // compiled_fn (GRAPH) or runner (CODE)
   pybind11::object plan_object;  // output_plan as given (GRAPH), else None
   std::unique_ptr<OutputPlan> plan;
+  pybind11::object owner;        // backend key (see run_cached) or None
   int n_inputs = 0;
   int64_t hits = 0;
 };

@@ -171,6 +171,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("output_plan", [](const CacheEntry& e) { return e.plan_object; })
       .def_property_readonly("n_inputs", [](const CacheEntry& e) { return e.n_inputs; })
       .def_readonly("hits", &CacheEntry::hits)
+      .def_readwrite("owner", &CacheEntry::owner,
+                     "backend key the entry was compiled for; None: used under any callback")
       .def("__repr__", [](const CacheEntry& e) {
         return std::string("<CacheEntry ") + (e.kind == CacheEntry::GRAPH ? "graph" : "code") +
                " hits=" + std::to_string(e.hits) + ">";

@@ -10,6 +10,7 @@ import os
 import sysconfig
 import types
 import warnings
+import weakref
 
 import torch
 
@@ -60,6 +61,39 @@ def _where(code: types.CodeType) -> str:
     return f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})"
 
 
+class BackendKey:
+    """What a cache entry was compiled for: a backend and its options.
+
+    Entries are only used under a callback with the same key (``_xc_backend_key``; the C++
+    cache walk compares identities), so compiling one function with two backends compiles it
+    twice, as torch.compile does.  ``fullgraph`` is not part of the key (torch shares entries
+    across it too).
+    """
+
+    __slots__ = ("backend", "options", "name", "__weakref__")
+
+    def __init__(self, backend, options: tuple, name: str):
+        self.backend = backend      # held, so id(backend) in the interning key cannot be reused
+        self.options = options
+        self.name = name
+
+    def __repr__(self):
+        opts = ", ".join(f"{k}={v!r}" for k, v in self.options)
+        return f"backend={self.name!r}" + (f" ({opts})" if opts else "")
+
+
+_BACKEND_KEYS: "weakref.WeakValueDictionary" = weakref.WeakValueDictionary()
+
+
+def backend_key(backend, options: dict, name: str) -> BackendKey:
+    opts = tuple(sorted((str(k), repr(v)) for k, v in options.items()))
+    k = (id(backend), opts)
+    key = _BACKEND_KEYS.get(k)
+    if key is None:
+        key = _BACKEND_KEYS[k] = BackendKey(backend, opts, name)
+    return key
+
+
 class ConvertFrame:
     """One compile configuration (backend, fullgraph): the thread's callback."""
 
@@ -70,6 +104,7 @@ class ConvertFrame:
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.options = options or {}
+        self._xc_backend_key = backend_key(self.backend, self.options, self.backend_name)
         self._warned_limit: set = set()
         # Codes the user handed to compile() directly: compiled even where _skip_code says
         # otherwise (e.g. torch.nn.Sequential.forward of a compiled Sequential).
@@ -82,9 +117,14 @@ class ConvertFrame:
             return None
         if torch._C._functorch.maybe_current_level() is not None:
             return None       # inside a torch.func transform (vmap/grad...): run this call eagerly
-        entries = _C.cache_entries(code)
-        if entries:
-            reason = entries[0].guard.last_failure()
+        all_entries = _C.cache_entries(code)
+        entries = [e for e in all_entries if e.owner is None or e.owner is self._xc_backend_key]
+        if all_entries:
+            if entries:
+                reason = entries[0].guard.last_failure()
+            else:
+                reason = (f"compiled for {all_entries[0].owner!r}, now called with "
+                          f"{self._xc_backend_key!r}")
             for o in list(graph_break_observers()):
                 if hasattr(o, "on_recompile"):
                     o.on_recompile(code, reason or "(unknown)")
@@ -121,6 +161,7 @@ class ConvertFrame:
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
         compiled, n_call = with_side_effects(captured, compiled, n_inputs, guard)   # mutations applied after it
         entry = _C.CacheEntry.graph(guard, compiled, n_call, lower_output_spec(captured.output, n_inputs))
+        entry.owner = self._xc_backend_key
         _C.cache_add(code, entry)
         return entry
 
@@ -134,6 +175,7 @@ class ConvertFrame:
         guard = lower_guards(broken.captured.guards, [], [])
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
         entry = _C.CacheEntry.code(guard, runner)
+        entry.owner = self._xc_backend_key
         _C.cache_add(code, entry)
         return entry
 
@@ -184,7 +226,9 @@ def graph_break_observers() -> list:
 
 
 class RunOnly:
-    """Callback for ``xcompile.run()``: use existing entries, never compile."""
+    """Callback for ``xcompile.run()``: use existing entries (of any backend), never compile."""
+
+    _xc_backend_key = None
 
     def __call__(self, code, f_locals, f_globals, f_builtins, closure):
         return None
