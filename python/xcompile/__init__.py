@@ -17,8 +17,13 @@ from .api_tracing import (  # noqa: F401
     graph_break,
     nonstrict_trace,
 )
+from .api_shapes import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: F401
 from .debug.explain import explain  # noqa: F401
 from .backends.registry import list_backends, register_backend  # noqa: F401
 from .log import set_logs  # noqa: F401
+
+from .backends.registry import lookup_backend  # noqa: F401,E402
+# True while xcompile (or torch.compile) traces the calling code, False when it runs eagerly.
+from torch.compiler import is_compiling  # noqa: F401,E402
 
 __version__ = "0.1.0"

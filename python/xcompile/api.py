@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import inspect
 import types
+import warnings
 
 import torch
 
@@ -38,10 +39,23 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAUL
         raise TypeError(f"xcompile.compile expects a callable or an nn.Module, got {type(model).__name__}")
     if disable:
         return model
+    if dynamic:
+        _warn_static_shapes()
     opts = dict(options or {})
     if mode is not None:
         opts["mode"] = mode
     return _wrap(model, ConvertFrame(backend, fullgraph=fullgraph, dynamic=dynamic, options=opts))
+
+
+_warned_dynamic = False
+
+
+def _warn_static_shapes():
+    global _warned_dynamic
+    if not _warned_dynamic:
+        _warned_dynamic = True
+        warnings.warn("xcompile compiles static shapes: dynamic=True is accepted, but every new input "
+                      "size recompiles (up to config.cache_size_limit entries per function)", stacklevel=3)
 
 
 def _wrap(obj, callback):

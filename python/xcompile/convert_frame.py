@@ -15,6 +15,7 @@ import weakref
 import torch
 
 from . import _C, config, log
+from .api_shapes import dynamic_mark_warning
 from .backends.registry import lookup_backend
 from .exc import BackendCompilerFailed, CacheLimitExceeded
 from .frontend.capture import FrameState
@@ -190,6 +191,7 @@ class ConvertFrame:
             return gm.forward                     # no ops, no outputs: the backend is not asked (as torch)
         for o in list(graph_break_observers()):
             o.on_graph(code, gm, captured.guards)
+        dynamic_mark_warning(_where(code), captured.example_inputs, [str(s) for s in captured.input_sources])
         try:
             compiled = self.backend(gm, list(captured.example_inputs))
         except Exception as e:
