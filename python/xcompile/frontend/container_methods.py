@@ -1,5 +1,6 @@
 """Methods of the containers the interpreter models itself: list, dict (and OrderedDict /
-defaultdict), tuple / namedtuple, set, and methods of constants (``'a'.join``...).
+defaultdict), tuple / namedtuple, set, generators made in the frame (``send``/``throw``/``close``,
+in ``generators.py``) and methods of constants (``'a'.join``...).
 
 ``call_object_method(tx, ObjectMethodValue, args, kwargs)`` dispatches on the container's value
 class; a mutation of a container that came from outside the frame is recorded as a side effect
@@ -18,6 +19,7 @@ from .values import (
     ConstantValue,
     DictValue,
     DictViewValue,
+    GeneratorValue,
     ListValue,
     ObjectMethodValue,
     SetValue,
@@ -216,6 +218,9 @@ def call_object_method(tx, m: ObjectMethodValue, args: list[Value], kwargs: dict
         return _tuple_method(tx, obj, m.name, args, kwargs)
     if isinstance(obj, SetValue):
         return _set_method(tx, obj, m.name, args, kwargs)
+    if isinstance(obj, GeneratorValue):
+        from .generators import call_generator_method
+        return call_generator_method(tx, obj, m.name, args, kwargs)
     if isinstance(obj, ConstantValue):             # immutable: the real method is safe to run
         cargs = _consts(args, m.name)
         ckw = dict(zip(kwargs, _consts(list(kwargs.values()), m.name)))

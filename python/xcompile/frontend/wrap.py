@@ -147,6 +147,12 @@ def _user_object(tx, obj, source, covered) -> Value:
     return UserObjectValue(obj, source=source, covered=covered)
 
 
+def _outside_generator(tx, obj, source, covered) -> Value:
+    from .generators import OutsideGeneratorValue
+    v = _user_object(tx, obj, source, covered)
+    return OutsideGeneratorValue(obj, source=v.source, covered=v.covered)
+
+
 def _is_builtin_callable(obj) -> bool:
     return isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)) or obj in _builtin_table()
 
@@ -176,6 +182,7 @@ _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
      _identity_guarded(lambda o, s: PythonModuleValue(o, source=s))),
     (lambda o: isinstance(o, type), _identity_guarded(lambda o, s: ClassValue(o, source=s))),
     (lambda o: isinstance(o, functools.partial), _partial),
+    (lambda o: isinstance(o, types.GeneratorType), _outside_generator),
     (lambda o: _is_hashable(o) and _is_builtin_callable(o),
      _identity_guarded(lambda o, s: BuiltinValue(o, source=s))),
     (lambda o: True, _user_object),
