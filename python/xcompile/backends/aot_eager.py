@@ -9,7 +9,11 @@ from __future__ import annotations
 import torch
 
 from ..aot.api import aot_compile
+from .eager import scalar_graph
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str = "min_cut"):
+    runner = scalar_graph(gm, "aot_eager")            # captured scalars: the graph runs as it is
+    if runner is not None:
+        return runner
     return aot_compile(gm, example_inputs, partition=partition)

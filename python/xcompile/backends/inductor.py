@@ -10,6 +10,8 @@
   to ``compile_aten_graph``.
 
 Anything that fails runs the graph eagerly with one warning; it never raises into user code.
+Graphs with captured scalars (``config.capture_scalar_outputs``) run as they are, logged under
+``fallbacks`` (see backends/eager.py ``scalar_graph``).
 """
 from __future__ import annotations
 
@@ -35,7 +37,11 @@ def _eager(gm: torch.fx.GraphModule, why: str):
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     from ..aot.lift import lift
+    from .eager import scalar_graph
 
+    runner = scalar_graph(gm, "inductor")             # captured scalars (Tensor.item()): run as is
+    if runner is not None:
+        return runner
     try:
         program = lift(gm)
     except Exception as e:  # noqa: BLE001

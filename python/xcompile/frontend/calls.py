@@ -49,6 +49,10 @@ def _torch_op(tx: "Tracer", v: TorchOpValue, args, kwargs) -> Value:
         raise Unsupported(rules.FORBIDDEN[fn], "Call it outside the compiled region.")
     if fn is torch.set_grad_enabled:
         return _set_grad_enabled(tx, args)
+    if args and tx.gb.captures_scalars:
+        from . import scalars
+        if fn in scalars.TO_TENSOR and scalars.is_sym(args[0]):
+            return scalars.to_tensor(tx, fn, args, kwargs)       # torch.tensor(t.item())
     return tx.gb.call("call_function", fn, args, kwargs)
 
 
@@ -90,8 +94,12 @@ def switch_grad_mode(tx: "Tracer", enabled: bool) -> None:
 
 
 def _tensor_method(tx: "Tracer", v: TensorMethodValue, args, kwargs) -> Value:
+    if v.name in ("item", "tolist") and tx.gb.captures_scalars and not args and not kwargs:
+        from . import scalars                  # config.capture_scalar_outputs: a graph op
+        return scalars.item(tx, v.tensor) if v.name == "item" else scalars.tolist(tx, v.tensor)
     if v.name in rules.TENSOR_METHODS_FORBIDDEN:
-        raise Unsupported(rules.TENSOR_METHODS_FORBIDDEN[v.name], "Keep this outside the compiled region.")
+        hint = rules.TENSOR_METHODS_HINTS.get(v.name, "Keep this outside the compiled region.")
+        raise Unsupported(rules.TENSOR_METHODS_FORBIDDEN[v.name], hint)
     return tx.gb.call("call_method", v.name, [v.tensor, *args], kwargs)
 
 
@@ -121,6 +129,12 @@ def _module(tx: "Tracer", v: ModuleValue, args, kwargs) -> Value:
 def _builtin(tx: "Tracer", v: Value, args, kwargs) -> Value:
     from .builtins_rules import BUILTINS, call_constant_function
     fn = v.fn if isinstance(v, BuiltinValue) else v.cls
+    from . import scalars
+    if any(scalars.is_sym(a) for a in [*args, *kwargs.values()]):   # captured scalars (Tensor.item())
+        if fn in scalars.BUILTINS:                                   # int(s), max(s, t), math.sqrt(s)...
+            return scalars.call_builtin(tx, fn, list(args), dict(kwargs))
+        if fn not in scalars.TYPE_ONLY_BUILTINS:                     # range(s), str(s), round(s)...
+            raise scalars.needs_value(f"{getattr(fn, '__name__', fn)}()")
     h = BUILTINS.get(fn)
     if h is not None:
         return h(tx, list(args), dict(kwargs))

@@ -400,8 +400,10 @@ def _remake_eogb(b: RunnerBuilder, ctx) -> str:
 
 
 def _register() -> None:
+    from .scalars import SymScalarValue
     from .tracing_rules import ErrorOnGraphBreakValue
     _CONTEXT_REMAKERS[ErrorOnGraphBreakValue] = _remake_eogb
+    _MAKERS[SymScalarValue] = lambda b, v: b.tensor_output(v)   # a captured scalar: a graph output
 
 
 _register()

@@ -1,7 +1,8 @@
 """The FX graph under construction, with fake-tensor metadata for every node.
 
 One ``GraphBuilder`` per trace.  It owns the ``torch.fx.Graph``, the ``FakeTensorMode``
-(static shapes), the graph inputs (placeholders, in first-use order, one per distinct
+(static shapes; with ``config.capture_scalar_outputs`` it has a ``ShapeEnv`` so that ``item()``
+gives unbacked symbolic scalars, see scalars.py), the graph inputs (placeholders, in first-use order, one per distinct
 tensor object) and the module state the graph reads (``get_attr`` nodes whose targets
 hold the very same Parameter / buffer objects), and the grad mode the traced code is in.
 
@@ -18,6 +19,7 @@ from typing import Any, Callable
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
@@ -25,6 +27,7 @@ from torch._subclasses.fake_tensor import (
     UnsupportedOperatorException,
 )
 
+from . import scalars
 from .exc import TorchRuntimeError, Unsupported
 from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from .values import (
@@ -90,7 +93,8 @@ def _eager_error(fn: Callable, fargs, fkwargs) -> BaseException | None:
 class GraphBuilder:
     def __init__(self, grad_enabled: bool):
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False)
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=_shape_env())
+        self.captures_scalars = self.fake_mode.shape_env is not None
         self.grad_enabled = grad_enabled
         self.autocast_modes: list[tuple] = []          # active torch.autocast(...) arguments, innermost last
         self.input_sources: list[Source] = []
@@ -162,6 +166,8 @@ class GraphBuilder:
             return v.node, v.fake
         if isinstance(v, ConstantValue):
             return v.value, v.value
+        if isinstance(v, scalars.SymScalarValue):
+            return v.node, v.sym
         if isinstance(v, (TupleValue, ListValue)):
             pairs = [self.unpack(i) for i in v.items]
             kind = list if isinstance(v, ListValue) else tuple
@@ -180,11 +186,15 @@ class GraphBuilder:
                 return fn(*fargs, **fkwargs)
         except (DataDependentOutputException, DynamicOutputShapeException) as e:
             raise Unsupported(f"data-dependent operator: {what}", _DATA_DEPENDENT_HINT, str(e)) from e
+        except GuardOnDataDependentSymNode as e:         # it needs a captured scalar's value
+            raise scalars.needs_value(what) from e
         except UnsupportedOperatorException as e:
             raise Unsupported(f"operator {what} has no fake-tensor implementation", None, str(e)) from e
         except Unsupported:
             raise
         except Exception as e:
+            if self.captures_scalars and scalars.has_sym(fargs, fkwargs):
+                raise scalars.needs_value(what) from e   # e.g. indexing a tensor with a captured int
             # A genuine error of the op on these inputs (shapes, dtypes...): eager fails the same way.
             # Say it in eager's words: rerun the op on real stand-ins of the fake inputs.
             eager = _eager_error(fn, fargs, fkwargs)
@@ -209,6 +219,15 @@ class GraphBuilder:
                 fake_fn = target
         what = what or _describe_target(target)
         result = self.run_fake(fake_fn, fargs, fkwargs, what)
+        if self.captures_scalars:
+            scalars.check_static(result, what)
+            if scalars.is_sym_result(result):
+                known = scalars.constant_of(result)
+                if known is not None:
+                    return ConstantValue(known)
+                node = self.graph.create_node(kind, target, pargs, pkwargs)
+                node.meta["example_value"] = result
+                return scalars.SymScalarValue(node, result)
         if not _has_tensor(result) and result is not None:
             if is_constant(result) or (isinstance(result, (tuple, list)) and is_constant(tuple(result))):
                 return ConstantValue(result)
@@ -257,6 +276,16 @@ class GraphBuilder:
         if getattr(self, "effects", None) is not None:   # side_effects.EffectPlan to apply after it runs
             gm.meta["xcompile_side_effects"] = self.effects
         return gm
+
+
+def _shape_env():
+    """A ShapeEnv for the fake mode when scalars are captured (``item()`` -> unbacked symbols);
+    ops whose output shape depends on data (nonzero...) still break."""
+    from .. import config
+    if not config.capture_scalar_outputs:
+        return None
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+    return ShapeEnv(allow_scalar_outputs=True, allow_dynamic_output_shape_ops=False)
 
 
 def _has_tensor(x: Any) -> bool:

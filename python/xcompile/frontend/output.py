@@ -1,6 +1,7 @@
 """The frame's return value -> graph outputs (a tuple of tensors) + the output spec.
 
-See ``capture.OutputSpec``: tensors become ("out", i) (one graph output per distinct node),
+See ``capture.OutputSpec``: tensors and captured scalars (scalars.py; the graph returns them as
+Python numbers) become ("out", i) (one graph output per distinct node),
 constants ("const", v), containers built in the frame are rebuilt from their parts, and
 objects that came from outside the frame are handed back as-is through ("source", k).
 """
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .exc import Unsupported
+from .scalars import SymScalarValue
 from .sources import Source
 from .values import (ConstantValue, DictValue, ListValue, NewObjectValue, SetValue, TensorValue, TupleValue, Value,
                      real_object)
@@ -51,7 +53,7 @@ class OutputBuilder:
 
     def _spec(self, v: Value) -> tuple:
         v = self.tx.resolve(v)
-        if isinstance(v, TensorValue):
+        if isinstance(v, (TensorValue, SymScalarValue)):
             i = self._index.get(v.node)
             if i is None:
                 i = self._index[v.node] = len(self.outputs)
@@ -83,7 +85,7 @@ class OutputBuilder:
 def _needs_python(tx: "Tracer", v: Value, seen: set | None = None) -> bool:
     """Does ``v`` hold a value made in the frame that only Python code can rebuild?"""
     v = tx.resolve(v)
-    if isinstance(v, (TensorValue, ConstantValue)) or v.source is not None:
+    if isinstance(v, (TensorValue, ConstantValue, SymScalarValue)) or v.source is not None:
         return False
     if isinstance(v, (NewObjectValue, SetValue)):
         return True

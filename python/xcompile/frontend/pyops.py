@@ -8,8 +8,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from . import scalars
 from .exc import PythonError, Unsupported
 from .iteration import items_of
+from .scalars import is_sym
 from .values import (
     ConstantValue,
     DictValue,
@@ -94,6 +96,8 @@ def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
             return r
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         return tx.gb.call("call_function", op, (a, b))
+    if is_sym(a) or is_sym(b):                            # captured scalars (Tensor.item())
+        return scalars.binary(tx, op, a, b)
     ca, va = as_constant(a)
     cb, vb = as_constant(b)
     if isinstance(a, ListValue) and op is operator.iadd:
@@ -156,6 +160,8 @@ def unary_op(tx: "Tracer", op: Callable, a: Value) -> Value:
         return tx.gb.call("call_function", op, (a,))
     if isinstance(a, ConstantValue):
         return fold(op, a.value)
+    if is_sym(a):
+        return scalars.unary(tx, op, a)
     raise Unsupported(f"operator {op.__name__} on {a.describe()}")
 
 
@@ -165,6 +171,8 @@ def truth(tx: "Tracer", v: Value) -> bool:
                           _DATA_DEPENDENT)
     if isinstance(v, ConstantValue):
         return bool(v.value)
+    if is_sym(v):
+        return scalars.truth(v)
     if isinstance(v, (TupleValue, ListValue, DictValue, SetValue)):
         return len(v.items) > 0
     if isinstance(v, NullValue):

@@ -75,6 +75,10 @@ TENSOR_METHODS_FORBIDDEN = {
     "storage": "Tensor storages cannot be traced",
 }
 
+_CAPTURE_HINT = ("Set xcompile.config.capture_scalar_outputs = True to capture it in the graph, "
+                 "or keep it outside the compiled region.")
+TENSOR_METHODS_HINTS = {"item": _CAPTURE_HINT, "tolist": _CAPTURE_HINT}
+
 # Tensor attributes that are themselves tensors (become graph nodes); everything else that is not
 # a method is metadata (a constant read from the fake tensor).
 TENSOR_ATTRS_AS_OPS = {"T", "mT", "H", "mH", "real", "imag"}
