@@ -240,6 +240,8 @@ class SpecBuilder:
             return self.out.spec(v)
         if isinstance(v, ConstantValue):
             return ("const", v.value)
+        if getattr(v, "sym", None) is not None:         # a captured scalar (scalars.py): a graph output
+            return self.out.spec(v)
         if v.source is not None:
             return self.slot(v.source)
         if isinstance(v, TupleValue):
