@@ -89,6 +89,20 @@ class ConvNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+class Embed(nn.Module):
+    def __init__(self, n, d):
+        super().__init__()
+        self.emb = nn.Embedding(n, d)
+
+    def forward(self, idx):
+        return self.emb(idx) * 2.0
+
+
+class GatherAdd(nn.Module):
+    def forward(self, x, idx):
+        return torch.gather(x, 1, idx) + 1.0
+
+
 def workloads():
     r = torch.randn
     yield "softmax over rows", "32x256", Softmax(), (r(32, 256),)
@@ -101,6 +115,10 @@ def workloads():
     yield "GELU MLP block", "256x512", MLP(512), (r(256, 512),)
     yield "transformer block", "1x32x128", Block(128, 4), (r(1, 32, 128),)
     yield "transformer block", "4x128x256", Block(256, 4), (r(4, 128, 256),)
+    yield "embedding * 2", "32 of 1000x256", Embed(1000, 256), (torch.randint(0, 1000, (32,)),)
+    yield "embedding * 2", "4096 of 32000x512", Embed(32000, 512), (torch.randint(0, 32000, (4096,)),)
+    yield "gather + 1", "64x1024 take 256", GatherAdd(), (r(64, 1024), torch.randint(0, 1024, (64, 256)))
+    yield "gather + 1", "1024x1024", GatherAdd(), (r(1024, 1024), torch.randint(0, 1024, (1024, 1024)))
     yield "small conv net", "1x3x32x32", ConvNet(), (r(1, 3, 32, 32),)
     yield "small conv net", "8x3x64x64", ConvNet(), (r(8, 3, 64, 64),)
 

@@ -68,6 +68,9 @@ inline_max_ops: int = 24
 kernel_fusion: bool = _env_bool("XCOMPILE_KERNEL_FUSION", True)
 # Feed convolutions channels-last inputs.
 kernel_channels_last_conv: bool = True
+# Kernels check indirect indices (x[idx], gather, index_select, embedding) and raise like eager;
+# False reads a clamped element instead (wrong answers on bad indices: benchmarking only).
+kernel_index_checks: bool = _env_bool("XCOMPILE_KERNEL_INDEX_CHECKS", True)
 # Triton: rows up to this many elements use persistent reductions; looped ones use this block.
 triton_persistent_rnumel: int = 1024
 triton_rblock: int = 256

@@ -129,13 +129,15 @@ def build_cpp_many(sources: list[str]) -> list[Path]:
 _loaded: dict[str, ctypes.CDLL] = {}
 
 
-def load_cpp(path: Path, symbol: str = "kernel", nargs: int = 0):
+def load_cpp(path: Path, symbol: str = "kernel", nargs: int = 0, returns_int: bool = False):
+    """``symbol`` from the shared object at ``path`` as a ctypes function of ``nargs`` pointers
+    (returning an int64 when ``returns_int``: kernels with index checks return an error code)."""
     lib = _loaded.get(str(path))
     if lib is None:
         lib = _loaded[str(path)] = ctypes.CDLL(str(path))
     fn = getattr(lib, symbol)
     fn.argtypes = [ctypes.c_void_p] * nargs
-    fn.restype = None
+    fn.restype = ctypes.c_int64 if returns_int else None
     return fn
 
 

@@ -69,12 +69,14 @@ def _codegen_cpp(schedule, buffers) -> tuple[dict, list]:
     groups = [g for g in schedule if isinstance(g, Group)]
     gens = [generate_cpp(g, buffers) for g in groups]
     prelude = cpp_prelude()
-    sources = [prelude + src for src, _ in gens]
+    sources = [prelude + src for src, _, _ in gens]
     paths = build_cpp_many(sources)
     kernels = {}
-    for g, (src, params), path in zip(groups, gens, paths):
-        fn = load_cpp(path, "kernel", len(params))
-        kernels[g] = Kernel(g.name, "cpp", fn, params, _kernel_header(g, params, buffers, "cpp") + src)
+    for g, (src, params, checks), path in zip(groups, gens, paths):
+        fn = load_cpp(path, "kernel", len(params), returns_int=bool(checks))
+        bad = load_cpp(path, "kernel_bad_index", 0, returns_int=True) if checks else None
+        kernels[g] = Kernel(g.name, "cpp", fn, params, _kernel_header(g, params, buffers, "cpp") + src,
+                            checks=checks, bad_index=bad)
     return kernels, groups
 
 
@@ -83,8 +85,9 @@ def _codegen_triton(schedule, buffers) -> tuple[dict, list]:
     groups = [g for g in schedule if isinstance(g, Group)]
     kernels = {}
     for g in groups:
-        fn, params, src = build_triton_kernel(g, buffers)
-        kernels[g] = Kernel(g.name, "triton", fn, params, _kernel_header(g, params, buffers, "triton") + src)
+        fn, params, src, checks = build_triton_kernel(g, buffers)
+        kernels[g] = Kernel(g.name, "triton", fn, params, _kernel_header(g, params, buffers, "triton") + src,
+                            checks=checks)
     return kernels, groups
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import sympy
 import torch
@@ -88,6 +89,21 @@ class CV:
 
     def __str__(self):
         return self.expr
+
+
+class Line(str):
+    """A generated statement that computes a value (no store): ``deps`` are the loop variables
+    it depends on, so a pointwise kernel can run it in the outermost loop that allows."""
+
+    deps: frozenset
+
+    def __new__(cls, text: str, deps: frozenset):
+        s = super().__new__(cls, text)
+        s.deps = deps
+        return s
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
 @dataclasses.dataclass
@@ -176,11 +192,18 @@ class CppOps(Ops):
     def where(self, cond, a, b):
         return self.w.emit(f"{cond} ? {a} : {b}", a.dtype)
 
-    def indirect_indexing(self, x, size):
+    def indirect_indexing(self, x, size, check=None):
         w = self.w
         name = f"ind{w.counter}"
         w.counter += 1
-        w.line(f"int64_t {name} = xc_index((int64_t)({x}), {size});")
+        raw = x if x.dtype == torch.int64 else w.emit(f"(int64_t)({x})", torch.int64)
+        if check is not None:
+            # the range of indices seen: two vectorizable min/max reductions, tested once after
+            # the loops; the load below is clamped, so it stays in bounds either way
+            k = w.check_site(check)
+            w.value_line(f"xc_hi{k} = {raw} > xc_hi{k} ? {raw} : xc_hi{k}; "
+                         f"xc_lo{k} = {raw} < xc_lo{k} ? {raw} : xc_lo{k};", None, str(raw))
+        w.value_line(f"int64_t {name} = xc_index({raw}, {size});", name, str(raw))
         return sympy.Symbol(name, integer=True, nonnegative=True)
 
     def pointwise(self, op, *args):
@@ -219,6 +242,9 @@ class CppKernelWriter:
         self.all_accs: list[Acc] = []
         self.pending: list = []
         self.counter = 0
+        self.checks: list = []         # IndexCheck per check site, in site order
+        self.deps: dict[str, frozenset] = {}   # value name -> loop variables it depends on
+        self.loop_vars = {str(v) for v in self.nest.xvars + self.nest.rvars}
         self.ops = CppOps(self)
 
     # -- small helpers ---------------------------------------------------------------------------
@@ -234,8 +260,28 @@ class CppKernelWriter:
         flat = self.buffers[name].layout.flat_index(index)
         return cexpr(simplify_index(sympy.expand(flat), self.nest.ranges))
 
+    def check_site(self, check) -> int:
+        """The number of the (hi, lo) pair that tracks indices checked by ``check``."""
+        if check not in self.checks:
+            self.checks.append(check)
+        return self.checks.index(check)
+
     def line(self, text: str) -> None:
         self.block.append(text)
+
+    def value_line(self, text: str, defines: str | None, expr: str) -> None:
+        """A statement computing ``expr`` (into ``defines``): recorded with the loop variables
+        it depends on (loop variables named in ``expr``, and those of the values it reads)."""
+        deps = set()
+        for ident in _IDENT.findall(expr):
+            if ident in self.deps:
+                deps |= self.deps[ident]
+            elif ident in self.loop_vars:
+                deps.add(ident)
+        deps = frozenset(deps)
+        if defines is not None:
+            self.deps[defines] = deps
+        self.block.append(Line(text, deps))
 
     def emit(self, expr: str, dtype: torch.dtype) -> CV:
         key = f"{expr}:{dtype}"
@@ -243,7 +289,7 @@ class CppKernelWriter:
             return self.cse[key]
         name = f"tmp{self.counter}"
         self.counter += 1
-        self.line(f"{value_ctype(dtype)} {name} = {expr};")
+        self.value_line(f"{value_ctype(dtype)} {name} = {expr};", name, expr)
         v = CV(name, dtype)
         self.cse[key] = v
         return v
@@ -299,8 +345,30 @@ class CppKernelWriter:
         for buf, (pname, written) in self.params.items():
             ct = STORAGE_CTYPE[self.buffers[buf].dtype]
             args.append(f"{'' if written else 'const '}{ct}* __restrict {pname}")
-        sig = f'extern "C" void kernel({", ".join(args)})'
-        return "\n".join([sig, "{"] + ["    " + ln for ln in code] + ["}"])
+        if not self.checks:
+            sig = f'extern "C" void kernel({", ".join(args)})'
+            return "\n".join([sig, "{"] + ["    " + ln for ln in code] + ["}"])
+        return self.checked_signature(args, code)
+
+    def checked_signature(self, args: list[str], code: list[str]) -> str:
+        """A kernel with index checks returns 0, or 1 + the check site that saw a bad index (the
+        index itself: ``kernel_bad_index()``, per calling thread).  Every OpenMP loop reduces
+        the per-site index ranges, so threads and vector lanes each keep their own."""
+        n = len(self.checks)
+        his = ",".join(f"xc_hi{k}" for k in range(n))
+        los = ",".join(f"xc_lo{k}" for k in range(n))
+        clause = f" reduction(max:{his}) reduction(min:{los})"
+        code = [ln + clause if ln.lstrip().startswith("#pragma omp") else ln for ln in code]
+        head = [f"int64_t xc_hi{k} = std::numeric_limits<int64_t>::min(), "
+                f"xc_lo{k} = std::numeric_limits<int64_t>::max();" for k in range(n)]
+        tail = []
+        for k, c in enumerate(self.checks):
+            tail += [f"if (xc_hi{k} >= {c.size}) {{ xc_bad_index = xc_hi{k}; return {k + 1}; }}",
+                     f"if (xc_lo{k} < {c.low}) {{ xc_bad_index = xc_lo{k}; return {k + 1}; }}"]
+        sig = f'extern "C" int64_t kernel({", ".join(args)})'
+        pre = ["static thread_local int64_t xc_bad_index = 0;",
+               'extern "C" int64_t kernel_bad_index() { return xc_bad_index; }']
+        return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in head + code + tail + ["return 0;"]] + ["}"])
 
     # -- reductions over the outer dim (columns): vectorize across the rows instead ------------
     def columns_layout(self) -> bool:
@@ -381,8 +449,9 @@ class CppKernelWriter:
 
     def wrap_x_loops(self, body: list[str], parallel: bool, simd_inner: bool) -> list[str]:
         nest = self.nest
-        code = body
         n = len(nest.xvars)
+        levels = self.hoist(body, n) if not self.group.is_reduction else [[] for _ in range(n)] + [body]
+        code = levels[n]
         for i in reversed(range(n)):
             v, s = nest.xvars[i], nest.xsizes[i]
             pragma = []
@@ -391,9 +460,25 @@ class CppKernelWriter:
                           else "#pragma omp parallel for"]
             elif i == n - 1 and simd_inner:
                 pragma = ["#pragma omp simd"]
-            code = pragma + [f"for (int64_t {v} = 0; {v} < {s}; {v}++)", "{"] + \
+            code = levels[i] + pragma + [f"for (int64_t {v} = 0; {v} < {s}; {v}++)", "{"] + \
                 ["    " + ln for ln in code] + ["}"]
         return code
+
+    def hoist(self, body: list[str], n: int) -> list[list[str]]:
+        """Loop-invariant code motion for a pointwise nest: ``levels[i]`` runs before loop ``i``
+        (inside loop ``i - 1``), ``levels[n]`` in the innermost loop.  A value computed once per
+        outer index (an embedding row's index and its check, a broadcast operand) leaves the
+        inner loop, so that loop keeps contiguous vector loads.  Stores never move; values only
+        read inputs (``__restrict``: no store in the kernel changes them), so order is kept."""
+        pos = {str(v): i for i, v in enumerate(self.nest.xvars)}
+        levels: list[list[str]] = [[] for _ in range(n + 1)]
+        for ln in body:
+            deps = getattr(ln, "deps", None)
+            if deps is None or any(d not in pos for d in deps):
+                levels[n].append(ln)
+            else:
+                levels[max((pos[d] + 1 for d in deps), default=0)].append(ln)
+        return levels
 
     def reduction_loop(self, nodes) -> list[str]:
         """One loop over the reduction dims running ``nodes`` (r-level pointwise and reductions)."""
@@ -498,11 +583,12 @@ class CppKernelWriter:
                 f"for (int l = 0; l < {LANES}; l++) {n} = " + _COMBINE[a.rtype].format(a=n, v=f"{n}_v[l]") + ";"]
 
 
-def generate_cpp(group: Group, buffers: dict) -> tuple[str, list[tuple[str, bool]]]:
-    """(kernel source without the prelude, [(buffer, written) in parameter order])."""
+def generate_cpp(group: Group, buffers: dict) -> tuple[str, list[tuple[str, bool]], list]:
+    """(kernel source without the prelude, [(buffer, written) in parameter order], the
+    ``IndexCheck`` per check site: non-empty means the kernel returns an error code)."""
     w = CppKernelWriter(group, buffers, group.name)
     src = w.generate()
-    return src, [(b, wr) for b, (_, wr) in w.params.items()]
+    return src, [(b, wr) for b, (_, wr) in w.params.items()], list(w.checks)
 
 
 _PRELUDE: dict[bool, str] = {}

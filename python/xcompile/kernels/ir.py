@@ -340,6 +340,36 @@ def op_result_dtype(op: str, args_dtypes: Sequence[torch.dtype]) -> torch.dtype:
     return torch.bool if op in BOOL_RESULT_OPS else args_dtypes[0]
 
 
+@dataclasses.dataclass(frozen=True)
+class IndexCheck:
+    """What a kernel checks about one indirect index (``x[idx]``, gather, embedding, ...), and
+    how the error reads when it fails: eager raises ``error`` before computing anything.
+
+    ``wrap``: negative indices count from the end (``x[idx]``); otherwise they are errors too.
+    """
+
+    op: str                     # "aten.gather", for the message
+    dim: int
+    size: int
+    wrap: bool
+    error: type                 # IndexError or RuntimeError, as eager raises for the op
+    eager_text: str = ""        # eager's own words where they do not name the index
+
+    @property
+    def low(self) -> int:
+        return -self.size if self.wrap else 0
+
+    def exception(self, index: int) -> Exception:
+        what = f"index {index} is out of bounds for dimension {self.dim} with size {self.size}"
+        text = f"{self.eager_text}: {what}" if self.eager_text else what
+        return self.error(f"{text} (xcompile kernel for {self.op})")
+
+
+def raise_index_error(checks: Sequence[IndexCheck], site: int, index: int):
+    """Called by a generated wrapper when kernel check ``site`` saw ``index`` out of range."""
+    raise checks[site].exception(int(index))
+
+
 class Ops:
     """The ops protocol.  Every handler implements these; pointwise ops go through
     ``pointwise(op, *args)`` unless a handler overrides a specific one."""
@@ -352,7 +382,10 @@ class Ops:
     def index_expr(self, expr: Expr, dtype: torch.dtype): raise NotImplementedError
     def to_dtype(self, x, dtype: torch.dtype): raise NotImplementedError
     def where(self, cond, a, b): raise NotImplementedError
-    def indirect_indexing(self, x, size: int) -> Expr: raise NotImplementedError
+    def indirect_indexing(self, x, size: int, check: IndexCheck | None = None) -> Expr:
+        """``x`` (int64) as an index into a dim of ``size``: negative values wrap; with ``check``
+        the kernel also reports values outside ``[check.low, size)`` as an error."""
+        raise NotImplementedError
     def pointwise(self, op: str, *args): raise NotImplementedError
 
 
@@ -402,7 +435,7 @@ class ReadRecorder(Ops):
         self.op_count += 1
         return None
 
-    def indirect_indexing(self, x, size):
+    def indirect_indexing(self, x, size, check=None):
         self.indirect += 1
         return sympy.Symbol(f"ind{self.indirect}", integer=True, nonnegative=True)
 
@@ -457,8 +490,8 @@ class InlineOps(Ops):
     def where(self, cond, a, b):
         return self.inner.where(cond, a, b)
 
-    def indirect_indexing(self, x, size):
-        return self.inner.indirect_indexing(x, size)
+    def indirect_indexing(self, x, size, check=None):
+        return self.inner.indirect_indexing(x, size, check)
 
     def pointwise(self, op, *args):
         return self.inner.pointwise(op, *args)
@@ -500,8 +533,8 @@ class PrintOps(Ops):
     def where(self, cond, a, b):
         return self._emit(f"where({cond}, {a}, {b})")
 
-    def indirect_indexing(self, x, size):
-        return sympy.Symbol(f"indirect({x})")
+    def indirect_indexing(self, x, size, check=None):
+        return sympy.Symbol(f"indirect({x}{', checked' if check else ''})")
 
     def pointwise(self, op, *args):
         return self._emit(f"{op}({', '.join(map(str, args))})")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import sympy
 import torch
 
+from .. import config
 from .graph import TV, reshape_index, view_tv
+from .ir import IndexCheck
 from .lowering import bload, opmath, out_meta, register
 
 aten = torch.ops.aten
@@ -200,8 +202,20 @@ def _cat(L, node, tensors, dim=0):
     return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=dt)
 
 
-def _indirect(ops, t: TV, idx, size: int):
-    return ops.indirect_indexing(bload(ops, t, idx, torch.int64), size)
+def _check(op: str, dim: int, size: int, wrap: bool, error: type, eager_text: str = "") -> IndexCheck | None:
+    """How the kernel checks an index of ``op`` (None when ``config.kernel_index_checks`` is off:
+    out-of-range indices then read a clamped element instead of raising)."""
+    if not getattr(config, "kernel_index_checks", True):
+        return None
+    return IndexCheck(op, dim, int(size), wrap, error, eager_text)
+
+
+def _indirect(ops, t: TV, idx, size: int, check: IndexCheck | None):
+    return ops.indirect_indexing(bload(ops, t, idx, torch.int64), size, check)
+
+
+# eager's words for index_select and embedding (which do not name the index)
+_OUT_OF_RANGE = "index out of range in self"
 
 
 @register(aten.index.Tensor)
@@ -212,8 +226,11 @@ def _index(L, node, x, indices):
     indices = list(indices) + [None] * (x.ndim - len(indices))
     pos = [i for i, t in enumerate(indices) if t is not None]
     bshape = tuple(torch.broadcast_shapes(*[t.size for t in indices if t is not None]))
+    if any(x.size[d] == 0 for d in pos):
+        return NotImplemented  # nothing to load from: eager raises for any index
     consecutive = pos == list(range(pos[0], pos[-1] + 1))
     bstart = pos[0] if consecutive else 0
+    checks = {d: _check("aten.index", d, x.size[d], True, IndexError) for d in pos}
 
     def body(ops, idx):
         bidx = list(idx[bstart:bstart + len(bshape)])
@@ -221,7 +238,7 @@ def _index(L, node, x, indices):
         full, k = [], 0
         for d in range(x.ndim):
             if indices[d] is not None:
-                full.append(_indirect(ops, indices[d], bidx, x.size[d]))
+                full.append(_indirect(ops, indices[d], bidx, x.size[d], checks[d]))
             else:
                 full.append(other[k])
                 k += 1
@@ -233,11 +250,15 @@ def _index(L, node, x, indices):
 def _gather(L, node, x, dim, index, sparse_grad=False):
     val = out_meta(node)
     dim = dim % max(x.ndim, 1)
+    size = x.size[dim] if x.ndim else 1
+    if size == 0 and index.numel:
+        return NotImplemented
+    check = _check("aten.gather", dim, size, False, RuntimeError)
 
     def body(ops, idx):
         full = list(idx)
         if x.ndim:
-            full[dim] = _indirect(ops, index, idx, x.size[dim])
+            full[dim] = _indirect(ops, index, idx, size, check)
         return x.loader(ops, full)
     return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
 
@@ -246,12 +267,16 @@ def _gather(L, node, x, dim, index, sparse_grad=False):
 def _index_select(L, node, x, dim, index):
     val = out_meta(node)
     dim = dim % max(x.ndim, 1)
+    size = x.size[dim] if x.ndim else 1
+    if size == 0 and index.numel:
+        return NotImplemented
+    check = _check("aten.index_select", dim, size, False, IndexError, _OUT_OF_RANGE)
 
     def body(ops, idx):
         full = list(idx)
         if x.ndim:
             full[dim] = ops.indirect_indexing(
-                bload(ops, index, [idx[dim]] if index.ndim else [], torch.int64), x.size[dim])
+                bload(ops, index, [idx[dim]] if index.ndim else [], torch.int64), size, check)
         return x.loader(ops, full)
     return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
 
@@ -260,8 +285,11 @@ def _index_select(L, node, x, dim, index):
 def _embedding(L, node, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
     val = out_meta(node)
     n = indices.ndim
+    if weight.size[0] == 0 and indices.numel:
+        return NotImplemented
+    check = _check("aten.embedding", 0, weight.size[0], False, IndexError, _OUT_OF_RANGE)
 
     def body(ops, idx):
-        row = _indirect(ops, indices, list(idx[:n]), weight.size[0])
+        row = _indirect(ops, indices, list(idx[:n]), weight.size[0], check)
         return weight.loader(ops, [row, idx[n]])
     return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)

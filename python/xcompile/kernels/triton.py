@@ -27,7 +27,8 @@ TL_DTYPE = {
 }
 
 # helpers built from tl.math primitives, so they also run under TRITON_INTERPRET=1
-PRELUDE = '''import triton
+PRELUDE = '''import torch
+import triton
 import triton.language as tl
 
 
@@ -200,11 +201,19 @@ class TritonOps(Ops):
     def where(self, cond, a, b):
         return self.w.emit(f"tl.where({cond}, {a}, {b})", a.dtype)
 
-    def indirect_indexing(self, x, size):
+    def indirect_indexing(self, x, size, check=None):
         w = self.w
         name = f"ind{w.counter}"
         w.counter += 1
         w.line(f"{name} = ({x}).to(tl.int64)")
+        if check is not None:
+            # a bad index (in an active lane) is written to the error buffer: a flag and the index
+            k = w.check_site(check)
+            bad = f"bad{w.counter}"
+            w.counter += 1
+            w.line(f"{bad} = (({name} < {check.low}) | ({name} >= {size})) & ({w.mask})")
+            w.line(f"tl.store(xc_err + {2 * k} + 0 * {bad}.to(tl.int64), 1 + 0 * {name}, {bad})")
+            w.line(f"tl.store(xc_err + {2 * k + 1} + 0 * {bad}.to(tl.int64), {name}, {bad})")
         w.line(f"{name} = tl.where({name} < 0, {name} + {size}, {name})")
         w.line(f"{name} = tl.minimum(tl.maximum({name}, 0), {size - 1})")
         return sympy.Symbol(name, integer=True, nonnegative=True)
@@ -268,6 +277,12 @@ class TritonKernelWriter:
         self.mask = "xmask"
         self.zero = "0 * xindex"
         self.reduce_ctx: dict = {}
+        self.checks: list = []         # IndexCheck per check site (slots 2k, 2k+1 of xc_err)
+
+    def check_site(self, check) -> int:
+        if check not in self.checks:
+            self.checks.append(check)
+        return self.checks.index(check)
 
     def param(self, name: str) -> str:
         if name not in self.params:
@@ -372,13 +387,26 @@ class TritonKernelWriter:
             if loop_nodes:
                 lines += self.reduction_loop(loop_nodes, rnumel, persistent)
         params = list(self.params)
-        sig = ", ".join(params + ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
+        kparams = params + (["xc_err"] if self.checks else [])
+        sig = ", ".join(kparams + ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
         body = "\n".join("    " + ln for ln in lines)
         grid = -(-xnumel // xblock)
         nw = 4 if rblock * xblock <= 2048 else 8
-        src = (f"@triton.jit\ndef kernel({sig}):\n{body}\n\n\n"
-               f"def launch({', '.join(params)}):\n"
-               f"    kernel[({grid},)]({', '.join(params)}, XBLOCK={xblock}, RBLOCK={rblock}, num_warps={nw})\n")
+        launch = f"kernel[({grid},)]({', '.join(kparams)}, XBLOCK={xblock}, RBLOCK={rblock}, num_warps={nw})"
+        if not self.checks:
+            src = (f"@triton.jit\ndef kernel({sig}):\n{body}\n\n\n"
+                   f"def launch({', '.join(params)}):\n    {launch}\n")
+        else:
+            # returns None, or (check site, bad index); reading the flags waits for the kernel
+            n = len(self.checks)
+            src = (f"@triton.jit\ndef kernel({sig}):\n{body}\n\n\n"
+                   f"def launch({', '.join(params)}):\n"
+                   f"    xc_err = torch.zeros({2 * n}, dtype=torch.int64, device={params[0]}.device)\n"
+                   f"    {launch}\n"
+                   f"    if xc_err[0::2].any():\n"
+                   f"        e = xc_err.tolist()\n"
+                   f"        k = e[0::2].index(1)\n"
+                   f"        return k, e[2 * k + 1]\n")
         return src, dict(self.params)
 
     def reduction_loop(self, nodes, rnumel: int, persistent: bool) -> list[str]:
@@ -453,11 +481,12 @@ def _decompose(flat: str, vars_, sizes) -> list[str]:
 
 
 def build_triton_kernel(group: Group, buffers: dict):
-    """(launch function taking tensors, [(buffer, written)], source)."""
+    """(launch function taking tensors, [(buffer, written)], source, [IndexCheck per site]: with
+    checks, the launch returns None or (site, bad index))."""
     w = TritonKernelWriter(group, buffers)
     src, params = w.generate()
     source = PRELUDE + "\n\n" + src
     # triton reads TRITON_INTERPRET when the module is imported: keep the two kinds apart
     interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
     mod = load_python_module(source, "triton-interpret" if interpret else "triton")
-    return mod.launch, list(params.items()), src
+    return mod.launch, list(params.items()), src, list(w.checks)

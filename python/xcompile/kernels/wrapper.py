@@ -15,7 +15,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .fusion import Group
-from .ir import ExternNode, KernelGraph, TensorRef
+from .ir import ExternNode, KernelGraph, TensorRef, raise_index_error
 from .plan import Plan
 
 
@@ -26,6 +26,14 @@ class Kernel:
     fn: Callable                       # takes data pointers (cpp) or tensors (triton)
     params: list[tuple[str, bool]]     # (buffer, written), in argument order
     source: str                        # for XCOMPILE_LOGS=output_code
+    # index checks (ir.IndexCheck per site): the kernel then returns 0, or an error code --
+    # 1 + site from C++ (the bad index from ``bad_index()``), (site, index) from Triton
+    checks: list = dataclasses.field(default_factory=list)
+    bad_index: Callable | None = None
+
+    def raise_error(self, code) -> None:
+        site, index = code if isinstance(code, tuple) else (code - 1, self.bad_index())
+        raise_index_error(self.checks, site, index)
 
 
 class _Globals:
@@ -108,7 +116,12 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
                 args = ", ".join(f"{b}.data_ptr()" for b, _ in k.params)
             else:
                 args = ", ".join(b for b, _ in k.params)
-            lines.append(f"{fname}({args})")
+            if k.checks:
+                # eager raises before writing anything; so do we (mutated inputs are copied at the end)
+                lines.append(f"if (_err := {fname}({args})):")
+                lines.append(f"    {g.add(k, k.name + '_info')}.raise_error(_err)")
+            else:
+                lines.append(f"{fname}({args})")
         else:
             lines += _extern_lines(item, g, graph)
         dead = [b for b in step.frees if b not in donors]
