@@ -119,6 +119,15 @@ def p_isinstance(x):
     return isinstance(s, float), x * s
 
 
+def p_operator_and_closure(x):
+    import operator
+    s, t = x.sum().item(), x.max().item()
+
+    def inner(y):
+        return y * operator.add(s, 1)
+    return inner(x), operator.neg(s), sum([s, t])
+
+
 def p_branch(x):                         # if s > 0: break at the jump; the prefix holds the item
     s = x.sum().item() - 3.0
     if s > 0:
@@ -155,7 +164,7 @@ PROGRAMS = [
     (p_mul, 1, 0), (p_arith_return, 1, 0), (p_tuple_return, 1, 0), (p_full_like_add, 1, 0),
     (p_clamp_where, 1, 0), (p_int_ops, 1, 0), (p_bool_item, 1, 0), (p_math, 1, 0), (p_two_items, 1, 0),
     (p_inplace_ops, 1, 0), (p_to_tensor, 1, 0), (p_dict_return, 1, 0), (p_store_outer, 1, 0),
-    (p_tolist_int, 1, 0), (p_tolist_2d, 1, 0), (p_isinstance, 1, 0),
+    (p_tolist_int, 1, 0), (p_tolist_2d, 1, 0), (p_isinstance, 1, 0), (p_operator_and_closure, 1, 0),
     (p_branch, 2, 1), (p_zeros, 2, 1), (p_range, 1, 1), (p_index, 2, 1), (p_format, 1, 1),
     (p_tolist_float, 2, 1),
 ]
@@ -302,3 +311,8 @@ def test_reference_torch_compile_graph_count(fn, graphs, breaks):
     # p_tolist_float: our resume function after the break compiles a graph without ops.
     more = 1 if fn in (p_zeros, p_tolist_float) else 0
     assert graphs == cnt.frame_count + more
+
+
+def test_fullgraph_captures_item_with_the_knob_on():
+    x = _pos()
+    assert _same(xcompile.compile(p_int_ops, backend="eager", fullgraph=True)(x), p_int_ops(x))

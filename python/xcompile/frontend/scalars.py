@@ -84,7 +84,7 @@ def tolist(tx: "Tracer", t: TensorValue) -> Value:
     fake = t.fake
     if fake.dtype not in _INT_DTYPES:
         raise Unsupported("Tensor.tolist() with non-integer tensor",
-                          "Only integer tensors' tolist() is captured (as in torch.compile); "
+                          "Only integer tensors' tolist() is captured (as torch does); "
                           "use tensor ops, or accept the graph break.",
                           "tolist() on floating point or bool tensors is not traced.")
     if fake.numel() > TOLIST_MAX_ELEMENTS:
@@ -209,8 +209,13 @@ for _fn in (math.sqrt, math.cos, math.sin, math.tan, math.cosh, math.sinh, math.
 del _fn
 
 
-# Builtins that look only at a value's type or identity: their usual handlers take captured scalars.
+# Builtins whose usual handlers take captured scalars: they look only at a value's type or
+# identity, or they are Python operators (operator.mul(s, 2) is s * 2).
 TYPE_ONLY_BUILTINS = frozenset({isinstance, type, id, callable, print})
+
+
+def passes_through(fn: Any) -> bool:
+    return fn in TYPE_ONLY_BUILTINS or getattr(fn, "__module__", None) in ("_operator", "operator")
 
 
 def call_builtin(tx: "Tracer", fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
