@@ -7,7 +7,9 @@
   ``compile_aten_graph``; the parameters are bound into the generated wrapper (the real
   objects, so in-place optimizer updates are seen on the next call).
 - training: ``aot.api.aot_compile`` builds forward and backward ATen graphs and hands each
-  to ``compile_aten_graph``.
+  to ``compile_aten_graph``.  Inference graphs that write into an input and return it (or a
+  view of it) go there too: its runtime returns the real input object or a view of it, as
+  eager does, where the functional graph alone would return a fresh tensor.
 
 Anything that fails runs the graph eagerly with one warning; it never raises into user code.
 Graphs with captured scalars (``config.capture_scalar_outputs``) run as they are, logged under
@@ -57,12 +59,37 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
         if getattr(config, "kernel_raise_errors", False):
             raise
         return _eager(gm, f"cannot trace to ATen: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    if _mutates_input(aten_gm) and _output_aliases_input(program, primals):
+        # ``x.add_(1); return x`` returns x itself in eager: aot's runtime writes the new values
+        # back and rebuilds such outputs from the real inputs (it picks inference under no_grad)
+        return _training(gm, inputs)
     n = len(inputs)
     bound = {n + i: t for i, t in enumerate(program.state)}
     return compile_aten_graph(aten_gm, primals, bound=bound)
 
 
+def _mutates_input(aten_gm: torch.fx.GraphModule) -> bool:
+    """Functionalization ends a graph that writes into an input with ``copy_(input, new)``."""
+    return any(n.op == "call_function" and n.target is torch.ops.aten.copy_.default and
+               n.args[0].op == "placeholder" for n in aten_gm.graph.nodes)
+
+
+def _output_aliases_input(program, primals: list) -> bool:
+    """Whether an output is an input or a view of one (a fake run; only for mutating graphs,
+    where the functional graph would return a fresh tensor instead)."""
+    from ..aot.joint import fake_inputs
+    from ..aot.schema import OutputKind, analyze
+    try:
+        fake_mode, fakes = fake_inputs(primals)
+        schema = analyze(program, fakes, fake_mode)
+    except Exception:  # noqa: BLE001 - aot_compile reports it (or runs the graph eagerly)
+        return True
+    return any(o.kind in (OutputKind.IS_INPUT, OutputKind.INPUT_VIEW) for o in schema.outputs)
+
+
 def _training(gm: torch.fx.GraphModule, inputs: list):
+    """``aot_compile``: training graphs, and inference graphs whose outputs alias inputs they
+    mutate (its runtime handles write-back and view regeneration for both)."""
     try:
         from ..aot.api import aot_compile
     except ImportError as e:

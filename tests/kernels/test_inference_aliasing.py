@@ -1,0 +1,110 @@
+"""Backend "inductor" on the inference path: outputs that are (views of) inputs the program
+mutates come back as eager returns them -- the input object itself, or a view sharing its
+storage -- with the mutation visible in the input; compared with eager on fresh inputs."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import xcompile
+
+
+def _relations(outs, ins):
+    """For each output: which inputs it is / shares storage with, and which earlier outputs."""
+    def rel(o, objs):
+        return [("is" if o is t else "shares", j) for j, t in enumerate(objs)
+                if o is t or o.untyped_storage().data_ptr() == t.untyped_storage().data_ptr()]
+    return [(rel(o, ins), rel(o, outs[:i])) for i, o in enumerate(outs)]
+
+
+def _add_(x):
+    x.add_(1)
+    return x
+
+
+def _mul_view(x):
+    x.mul_(2)
+    return x.view(-1)
+
+
+def _two(x, w):
+    x.add_(w)
+    return x * 2, x[0], x
+
+
+def _transpose_of_mutated(x):
+    x.sub_(0.5)
+    return x.t(), x.sum()
+
+
+def _view_no_mutation(x):
+    return x.t(), x[1:]
+
+
+def _mutates_other_input(x, y):
+    y.mul_(3)
+    return x + y, y[:, 1]
+
+
+CASES = [_add_, _mul_view, _two, _transpose_of_mutated, _view_no_mutation, _mutates_other_input]
+
+
+def _check(fn, compiled, nargs, grad_mode):
+    for _ in range(2):                                 # fresh inputs each call
+        args = [torch.randn(3, 4) for _ in range(nargs)]
+        ref_args = [a.clone() for a in args]
+        with grad_mode():
+            got = compiled(*args)
+            want = fn(*ref_args)
+        got = got if isinstance(got, tuple) else (got,)
+        want = want if isinstance(want, tuple) else (want,)
+        assert _relations(got, args) == _relations(want, ref_args)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.stride() == w.stride() and g.dtype == w.dtype
+            torch.testing.assert_close(g, w)
+        for a, r in zip(args, ref_args):
+            torch.testing.assert_close(a, r)           # the mutation is visible in the input
+
+
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("grad_mode", [torch.no_grad, torch.enable_grad], ids=["no_grad", "grad_on"])
+def test_outputs_alias_mutated_inputs_like_eager(fn, grad_mode):
+    xcompile.reset()
+    compiled = xcompile.compile(fn, backend="inductor", fullgraph=True)
+    _check(fn, compiled, fn.__code__.co_argcount, grad_mode)
+
+
+def test_first_output_is_the_input_object():
+    x = torch.randn(5)
+    compiled = xcompile.compile(_add_, backend="inductor", fullgraph=True)
+    before = x.clone()
+    with torch.no_grad():
+        out = compiled(x)
+    assert out is x
+    torch.testing.assert_close(x, before + 1)
+
+
+class Counter(nn.Module):
+    """A module returning a buffer it updates in place (a lifted state input)."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("seen", torch.zeros(4))
+
+    def forward(self, x):
+        self.seen.add_(x.sum(0))
+        return x * 2, self.seen
+
+
+def test_module_returns_its_mutated_buffer():
+    eager, model = Counter(), Counter()
+    compiled = xcompile.compile(model, backend="inductor", fullgraph=True)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(3, 4)
+            out, seen = compiled(x)
+            ref, ref_seen = eager(x)
+            assert seen is model.seen
+            torch.testing.assert_close(out, ref)
+            torch.testing.assert_close(model.seen, eager.seen)
