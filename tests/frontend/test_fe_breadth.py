@@ -83,8 +83,8 @@ def test_side_effect_plan_slots_and_outputs():
     c = trace(fn, Obj(), [r(2)], r(2))
     plan = c.side_effects
     assert plan.described == ["L['o']: set attributes y", "L['xs']: list contents"]
-    assert plan.n_objects == 3                         # o, xs and xs[0] (kept as it was)
-    assert [s.name() for s in c.passthrough_sources[:3]] == ["L['o']", "L['xs']", "L['xs'][0]"]
+    assert plan.n_objects == 2                         # o and xs (only appended to: its items are not fetched)
+    assert [s.name() for s in c.passthrough_sources[:2]] == ["L['o']", "L['xs']"]
     outs = [n.name for n in c.gm.graph.output_node().args[0]]
     assert outs == ["mul", "add", "l_x"]               # effect tensors first, then the result
 

@@ -40,15 +40,28 @@ def _find(tx, items: list[Value], x: Value) -> int:
 _LIST_MUTATORS = ("append", "extend", "insert", "pop", "remove", "clear", "reverse", "sort")
 
 
+_BLIND_MUTATORS = ("append", "extend", "clear")       # need nothing of the list's contents
+
+
 def _list_method(tx, lst: ListValue, name: str, args, kwargs) -> Value:
     from .pyops import note_mutation
+    new = items_of(tx, args[0]) if name == "extend" else None      # (may read lst itself)
+    if lst.blind is not None and name in _BLIND_MUTATORS:
+        note_mutation(tx, lst)                    # a list from outside, unread: record blindly
+        if name == "append":
+            lst.blind.tail.append(args[0])
+        elif name == "extend":
+            lst.blind.tail.extend(new)
+        else:
+            lst.blind.cleared, lst.blind.tail = True, []
+        return ConstantValue(None)
     if name in _LIST_MUTATORS:
         note_mutation(tx, lst)
     items = lst.items
     if name == "append":
         items.append(args[0])
     elif name == "extend":
-        items.extend(items_of(tx, args[0]))
+        items.extend(new)
     elif name == "insert":
         items.insert(_consts([args[0]], "insert")[0], args[1])
     elif name == "pop":

@@ -17,6 +17,8 @@ containers and objects made in the frame are rebuilt.  ``EffectPlan.apply(output
 then replays, in the order the objects were first changed:
 
     list       lst[:] = final items            dict     d.clear(); d.update(final items)
+    blind list [lst.clear();] lst.extend(appended items)   (a list only appended to, never read:
+               ``BlindList``; its contents and length are neither guarded nor fetched)
     object     object.__setattr__ per attribute (nn.Module.__setattr__ for modules; a user
                __setattr__ was inlined while tracing)
     global     g[name] = v / del g[name]
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from .exc import Unsupported
-from .sources import Source
+from .sources import ItemSource, Source
 from .values import (
     CellValue,
     ConstantValue,
@@ -71,6 +73,25 @@ class _Target:
     value: Any                         # ListValue / DictValue / the object's value / (dict, name) / CellValue
     where: Source | Any                # how to reach the real object: a source, or the object itself
     attrs: dict[str, Any] = field(default_factory=dict)   # "attrs": name -> Value | DELETED
+
+
+class BlindList:
+    """What the trace did to a list from outside the frame without looking at it (``ListValue.blind``):
+    ``append`` / ``extend`` add to ``tail``, ``clear`` sets ``cleared``.  The first read of the list's
+    items calls ``observe``: the length guard goes in, the real items become lazy values, and the
+    blind changes apply to them.  A list never observed needs only its type guarded, so appending
+    to a list that outlives the call (``history.append(loss)``) does not recompile every call."""
+
+    def __init__(self, tx: "Tracer", obj: list, source: Source):
+        self.tx, self.obj, self.source = tx, obj, source
+        self.cleared = False
+        self.tail: list[Value] = []
+
+    def observe(self) -> list[Value]:
+        self.tx.guards.sequence(self.source, self.obj, type_known=True)     # LENGTH_CHECK
+        base = [] if self.cleared else [LazyValue(o, ItemSource(self.source, i))
+                                        for i, o in enumerate(self.obj)]
+        return base + self.tail
 
 
 class SideEffects:
@@ -214,6 +235,9 @@ class SpecBuilder:
 
     def target(self, t: _Target) -> tuple:
         if t.kind == "list":
+            blind = t.value.blind
+            if blind is not None:                      # never read: extend the real list
+                return ("list_tail", self.where(t.where), blind.cleared, [self.value(i) for i in blind.tail])
             return ("list", self.where(t.where), [self.value(i) for i in t.value.items])
         if t.kind == "dict":
             items = t.value.items
@@ -329,6 +353,12 @@ class EffectPlan:
             if kind == "list":
                 target = val(step[1])
                 target[:] = [val(p) for p in step[2]]
+            elif kind == "list_tail":
+                target = val(step[1])
+                tail = [val(p) for p in step[3]]
+                if step[2]:
+                    target.clear()
+                target.extend(tail)
             elif kind == "dict":
                 target = val(step[1])
                 new = list(zip(step[2], [val(p) for p in step[3]]))
@@ -386,4 +416,4 @@ def with_side_effects(captured, compiled: Callable, n_inputs: int, guard=None) -
     return wrap_compiled(compiled, plan, n_inputs, guard), n_inputs + plan.n_objects
 
 
-__all__ = ["DELETED", "EffectPlan", "SideEffects", "with_side_effects", "wrap_compiled"]
+__all__ = ["DELETED", "BlindList", "EffectPlan", "SideEffects", "with_side_effects", "wrap_compiled"]

@@ -112,15 +112,36 @@ class TupleValue(Value):
 
 @dataclass(eq=False)
 class ListValue(Value):
+    """``items`` is the trace's view of the list.  A list from outside the frame starts *blind*
+    (``blind`` set, ``side_effects.BlindList``): nothing about its contents is known or guarded
+    until ``items`` is first read, which installs its length guard; until then ``append`` /
+    ``extend`` / ``clear`` are recorded on ``blind`` without looking."""
+
     items: list[Value]
     source: Source | None = None
     covered: bool = False
+    blind: Any = None
 
     def python_type(self) -> type:
         return list
 
     def describe(self) -> str:
         return "list"
+
+
+def _list_items(self: ListValue) -> list[Value]:
+    blind = self.__dict__.get("blind")
+    if blind is not None:                     # first look at the contents: guard, then materialize
+        self.__dict__["blind"] = None
+        self.__dict__["_items"] = blind.observe()
+    return self.__dict__["_items"]
+
+
+def _set_list_items(self: ListValue, items: list[Value]) -> None:
+    self.__dict__["_items"] = items
+
+
+ListValue.items = property(_list_items, _set_list_items)      # type: ignore[assignment]
 
 
 @dataclass(eq=False)

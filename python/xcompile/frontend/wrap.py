@@ -85,9 +85,13 @@ def _lazy_items(seq, source, covered) -> list[Value]:
 
 
 def _list(tx, obj, source, covered) -> Value:
-    if source is not None:
-        tx.guards.sequence(source, obj, type_known=covered)   # contents are mutable: always LENGTH_CHECK
-    return ListValue(_lazy_items(obj, source, False), source=source, covered=covered)
+    if source is None:
+        return ListValue(_lazy_items(obj, source, False))
+    # the type now; the length (contents are mutable: always) when the trace first reads the items
+    if not covered:
+        tx.guards.object_type(source, obj)
+    from .side_effects import BlindList
+    return ListValue([], source=source, covered=covered, blind=BlindList(tx, obj, source))
 
 
 def _tuple(tx, obj, source, covered) -> Value:
