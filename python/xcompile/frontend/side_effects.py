@@ -32,6 +32,9 @@ the replacement code of a frame with graph breaks calls ``EffectPlan.apply`` its
 """
 from __future__ import annotations
 
+import dis
+import types
+import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -203,7 +206,24 @@ class SideEffects:
             return None
         b = SpecBuilder(tx, out)
         steps = [b.target(t) for t in self._targets.values()]
-        return EffectPlan(steps, len(out.passthrough), self.describe(), self._rewatch_safe())
+        plan = EffectPlan(steps, len(out.passthrough), self.describe(), self._rewatch_safe())
+        plan.static_attrs = self._static_attrs()
+        return plan
+
+    def _static_attrs(self) -> list["StaticAttr"]:
+        """Module attributes the trace read (their values are baked into the graph) and also
+        rebinds: the next call sees another value, so the frame recompiles (the cache-limit
+        warning names them: ``static_attr_report``)."""
+        out = []
+        for t in self._targets.values():
+            m = real_object(t.value) if t.kind == "attrs" else None
+            if not isinstance(m, torch.nn.Module):
+                continue
+            where = t.where.name() if isinstance(t.where, Source) else type(m).__name__
+            for name in t.attrs:
+                if (id(m), name) in self._module_reads and name in m.__dict__:
+                    out.append(StaticAttr(f"{where}.{name}", name, m.__dict__[name], weakref.ref(m)))
+        return out
 
 
 def _describe(t: _Target) -> str:
@@ -213,6 +233,57 @@ def _describe(t: _Target) -> str:
     if t.kind == "global":
         return f"global {t.attrs['name']}"
     return f"{where}: {t.kind} contents"
+
+
+@dataclass
+class StaticAttr:
+    """A module attribute read as a constant by the trace and rebound by it (``self.steps += 1``)."""
+
+    expr: str                 # "L['self'].steps"
+    name: str
+    value: Any                # what the trace read (baked into that entry's graph)
+    module: Any               # weakref to the module
+
+    def now(self) -> Any:
+        m = self.module()
+        return getattr(m, self.name, "<deleted>") if m is not None else "<module gone>"
+
+
+def static_attr_report(code: types.CodeType, entries) -> list[str]:
+    """Lines for the cache-limit warning when the newest entry's graph baked in a module attribute
+    that the frame itself rebinds: the failing fact (``L['self'].steps == 7``), the user line that
+    rebinds it, and a hint.  ``entries``: the code's cache entries, most recently used first."""
+    for e in entries:
+        plan = getattr(getattr(e, "compiled_fn", None), "effect_plan", None)
+        attrs = getattr(plan, "static_attrs", None)
+        if not attrs:
+            continue
+        lines = []
+        for a in attrs:
+            lines.append(f"   failing guard: {a.expr} == {a.value!r} (it is {a.now()!r} now)")
+            at = _store_line(code, a.name)
+            if at is not None:
+                lines.append(f"   rebound in user code: {at}")
+            kind = {int: "integer", float: "float", bool: "bool", str: "string"}.get(type(a.value))
+            what = f"{kind} attributes" if kind else f"attributes of type {type(a.value).__name__}"
+            lines.append(f"   hint: xcompile treats {what} of an nn.Module as static (each value is "
+                         f"baked into the graph); keep a counter like this in a tensor (self.{a.name} += 1 "
+                         f"on a buffer) or outside the module.")
+        return lines
+    return []
+
+
+def _store_line(code: types.CodeType, name: str) -> str | None:
+    """``File "...", line N: <source>`` of the first ``<obj>.name = ...`` in ``code``."""
+    import linecache
+    line = None
+    for ins in dis.get_instructions(code):
+        if getattr(ins, "starts_line", None) is not None:
+            line = ins.starts_line
+        if ins.opname == "STORE_ATTR" and ins.argval == name and line is not None:
+            text = linecache.getline(code.co_filename, line).strip()
+            return f'File "{code.co_filename}", line {line}, in {code.co_name}: {text}'
+    return None
 
 
 # -- value specs (the same nesting as the output spec, plus rebuilt objects) ----------------------------
@@ -304,6 +375,7 @@ class EffectPlan:
         # after applying, the entry's guard re-baselines its module/dict watches (see
         # SideEffects._rewatch_safe): writing `self.cache = ...` in forward does not recompile
         self.rewatch = rewatch
+        self.static_attrs: list[StaticAttr] = []   # module attributes baked in and rebound (recompiles)
 
     def __repr__(self) -> str:
         return f"EffectPlan({'; '.join(self.described)})"
@@ -416,4 +488,4 @@ def with_side_effects(captured, compiled: Callable, n_inputs: int, guard=None) -
     return wrap_compiled(compiled, plan, n_inputs, guard), n_inputs + plan.n_objects
 
 
-__all__ = ["DELETED", "BlindList", "EffectPlan", "SideEffects", "with_side_effects", "wrap_compiled"]
+__all__ = ["DELETED", "BlindList", "EffectPlan", "StaticAttr", "static_attr_report", "SideEffects", "with_side_effects", "wrap_compiled"]
