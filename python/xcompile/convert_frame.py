@@ -209,10 +209,15 @@ class ConvertFrame:
         return compiled
 
     def _cache_limit_hit(self, code, reason):
-        msg = (f"xcompile hit config.cache_size_limit ({config.cache_size_limit})\n"
-               f"   function: {_where(code)}\n"
-               f"   last reason: {reason or '(unknown)'}\n"
-               'To log all recompilation reasons, use XCOMPILE_LOGS="recompiles".')
+        # a module attribute the frame reads and rebinds (self.steps = self.steps + 1): name it,
+        # its line and the remedy (from the newest entry's side-effect plan)
+        from .frontend.side_effects import static_attr_report
+        detail = static_attr_report(code, _C.cache_entries(code))
+        msg = "\n".join([f"xcompile hit config.cache_size_limit ({config.cache_size_limit})",
+                         f"   function: {_where(code)}",
+                         f"   last reason: {reason or '(unknown)'}",
+                         *detail,
+                         'To log all recompilation reasons, use XCOMPILE_LOGS="recompiles".'])
         if config.fail_on_cache_limit_hit:
             raise CacheLimitExceeded(msg)
         if code not in self._warned_limit:
