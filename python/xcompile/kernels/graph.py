@@ -193,13 +193,22 @@ class GraphLowering:
             return target(*fargs, **fkwargs)
 
     def extern(self, node: torch.fx.Node, args, kwargs, reason: str = "no lowering", relayout: bool = False) -> Any:
-        """Run ``node.target`` as an ATen call in the wrapper.  ``relayout``: the arguments may be
-        laid out differently from the FX metadata, so ask the meta kernel for the output layout."""
+        """Run ``node.target`` as an ATen call in the wrapper; output layouts come from its fake
+        kernel run on our buffers' layouts.  ``relayout``: that run must succeed (the arguments
+        are known to be laid out differently from the FX metadata)."""
         target = node.target
         if getattr(target, "_schema", None) is not None and target._schema.is_mutable:
             raise LoweringError(f"in-place op {target} left after functionalization")
         args, kwargs = pytree.tree_map_only(TV, self.realize, (args, kwargs))
-        val = self.meta_call(target, args, kwargs) if relayout else node.meta.get("val")
+        # Our buffers may be laid out unlike the FX metadata (a channels-last convolution feeds a
+        # max_pool2d, say), and ATen then returns other strides than the metadata's: ask the
+        # kernel's fake implementation on our layouts. Ops it cannot run take the metadata.
+        try:
+            val = self.meta_call(target, args, kwargs)
+        except Exception:  # noqa: BLE001 - data-dependent shapes, ops without fake kernels
+            if relayout:
+                raise
+            val = node.meta.get("val")
         flat, spec = pytree.tree_flatten(val)
         outputs, paths = [], []
         for i, v in enumerate(flat):
@@ -210,6 +219,13 @@ class GraphLowering:
                 paths.append(i)
         if val is None or not flat:
             raise LoweringError(f"no metadata for {target}")
+        # Outputs laid out as the FX metadata says (not the case when relayout gave, say, a
+        # channels-last convolution): only those may serve views with the metadata's strides.
+        meta_flat = pytree.tree_flatten(node.meta.get("val"))[0]
+        for nm, i in zip(outputs, paths):
+            mv = meta_flat[i] if i < len(meta_flat) else None
+            if isinstance(mv, torch.Tensor) and Layout.of(mv) == self.buffers[nm].layout:
+                self.meta_exact.add(nm)
         name = getattr(target, "__name__", str(target))
         self.fallbacks.append(f"{name} ({reason})")
         self.nodes.append(ExternNode(outputs[0] if outputs else self.new_name("ext"), target, args,
@@ -282,9 +298,19 @@ class GraphLowering:
 
     def _eager_layout(self, tv: TV, val) -> TV:
         """Graph outputs get eager's strides even where we chose others inside the graph."""
-        if tv.ref is None or tv.ref.view is not None or not isinstance(val, torch.Tensor):
+        if not isinstance(val, torch.Tensor) or tuple(val.shape) != tuple(tv.size):
             return tv
+        if any(st == 0 and n > 1 for st, n in zip(val.stride(), val.shape)):
+            return tv                       # an expanded view: any layout of its values will do
+        if tv.ref is None:                  # computed on the fly (a view we could not keep strided)
+            return TV(tv.dtype, tv.size, tv.loader, self.realize(tv, stride=tuple(val.stride())))
         buf = self.buffers[tv.ref.name]
+        if tv.ref.view is not None or buf.kind == "extern":
+            # a view, or an ATen result laid out by our inputs' layouts (a channels-last
+            # convolution): copied into eager's strides when they differ
+            if tuple(self.strides_of(tv)) == tuple(val.stride()):
+                return tv
+            return TV(tv.dtype, tv.size, tv.loader, self.realize(tv, stride=tuple(val.stride())))
         want = self.eager_layouts.get(buf.name) or Layout.of(val)
         if buf.kind != "computed" or buf.layout == want or want.size != buf.layout.size or not _is_dense(want):
             return tv
@@ -323,7 +349,7 @@ def view_tv(L: GraphLowering, x: TV, size: Sequence[int], loader: Callable, val=
     if x.ref is not None and isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(size):
         base = L.buffers[x.ref.name]
         lay = Layout(val.dtype, tuple(val.shape), tuple(val.stride()), int(val.storage_offset()))
-        exact = base.kind == "input" or base.kind == "extern" or _layout_matches_meta(L, x.ref.name)
+        exact = base.kind == "input" or _layout_matches_meta(L, x.ref.name)
         if exact:
             ref = TensorRef(x.ref.name, (lay.size, lay.stride, lay.offset))
             if base.kind != "input" and lay.size == base.layout.size and \
