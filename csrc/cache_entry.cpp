@@ -167,6 +167,7 @@ std::shared_ptr<CacheEntry> CacheEntry::graph(std::shared_ptr<RootGuard> guard,
   e->n_inputs = n_inputs;
   e->plan_object = std::move(output_plan);
   e->owner = py::none();
+  e->tag = py::none();
   return e;
 }
 
@@ -179,6 +180,7 @@ std::shared_ptr<CacheEntry> CacheEntry::code(std::shared_ptr<RootGuard> guard, p
   e->fn = std::move(runner);
   e->plan_object = py::none();
   e->owner = py::none();
+  e->tag = py::none();
   return e;
 }
 

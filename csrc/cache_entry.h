@@ -71,6 +71,7 @@ struct CacheEntry {
   pybind11::object plan_object;  // output_plan as given (GRAPH), else None
   std::unique_ptr<OutputPlan> plan;
   pybind11::object owner;        // backend key (see run_cached) or None
+  pybind11::object tag;          // anything the compiler wants to note (Python-only; None)
   int n_inputs = 0;
   int64_t hits = 0;
 };

@@ -171,6 +171,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("output_plan", [](const CacheEntry& e) { return e.plan_object; })
       .def_property_readonly("n_inputs", [](const CacheEntry& e) { return e.n_inputs; })
       .def_readonly("hits", &CacheEntry::hits)
+      .def_readwrite("tag", &CacheEntry::tag, "free for the compiler's notes (not used by the runtime)")
       .def_readwrite("owner", &CacheEntry::owner,
                      "backend key the entry was compiled for; None: used under any callback")
       .def("__repr__", [](const CacheEntry& e) {

@@ -27,6 +27,10 @@ def _env_bool(name: str, default: bool) -> bool:
 # -- caching and guards -----------------------------------------------------------------
 # Entries per code object; past it, the frame runs eagerly from then on (one warning).
 cache_size_limit: int = _env_int("XCOMPILE_CACHE_SIZE_LIMIT", 8)
+# A method (first argument ``self``) counts cache_size_limit per instance, so many instances of
+# one nn.Module class each compile; past this many entries for one code object in all, the
+# frame runs eagerly from then on.
+accumulated_cache_size_limit: int = _env_int("XCOMPILE_ACCUMULATED_CACHE_SIZE_LIMIT", 256)
 # Raise instead of warning when the cache size limit is hit.
 fail_on_cache_limit_hit: bool = False
 # Leave frames from these path prefixes alone (torch itself, the standard library, ourselves).

@@ -129,8 +129,14 @@ class ConvertFrame:
             for o in list(graph_break_observers()):
                 if hasattr(o, "on_recompile"):
                     o.on_recompile(code, reason or "(unknown)")
-            if len(entries) >= config.cache_size_limit:
+            if len(all_entries) >= config.accumulated_cache_size_limit:
                 return self._cache_limit_hit(code, reason)
+            inst = _instance_of(code, f_locals)
+            mine = entries if inst is None else [e for e in entries if e.tag == inst]
+            if len(mine) >= config.cache_size_limit:
+                # a method's limit counts per instance: another nn.Module of the same class is
+                # still compiled (its guards differ in the module's identity)
+                return self._cache_limit_hit(code, reason, freeze=inst is None)
             log.log("recompiles", "Recompiling function %s\n    triggered by the following guard failure(s):\n"
                     "    - %s", _where(code), reason or "(unknown)")
         frame = FrameState(code, f_locals, f_globals, f_builtins, closure)
@@ -148,9 +154,9 @@ class ConvertFrame:
             _C.set_code_state(code, SKIP)
             return None
         if isinstance(result, graph_break.WholeFrame):
-            return self._install(code, result.captured)
+            return _tagged(self._install(code, result.captured), code, f_locals)
         if isinstance(result, graph_break.BrokenFrame):
-            return self._install_broken(code, result)
+            return _tagged(self._install_broken(code, result), code, f_locals)
         _C.set_code_state(code, SKIP)             # EagerFrame: the frames it calls are still compiled
         EAGER_FRAMES.add(code)
         return None
@@ -208,7 +214,7 @@ class ConvertFrame:
                 "(a backend must return a callable that runs the graph)", code)
         return compiled
 
-    def _cache_limit_hit(self, code, reason):
+    def _cache_limit_hit(self, code, reason, freeze: bool = True):
         # a module attribute the frame reads and rebinds (self.steps = self.steps + 1): name it,
         # its line and the remedy (from the newest entry's side-effect plan)
         from .frontend.side_effects import static_attr_report
@@ -223,8 +229,21 @@ class ConvertFrame:
         if code not in self._warned_limit:
             self._warned_limit.add(code)
             warnings.warn(msg, stacklevel=2)
-        _C.set_code_state(code, NO_NEW)
+        if freeze:                                # else only this instance runs eagerly
+            _C.set_code_state(code, NO_NEW)
         return None
+
+
+def _instance_of(code: types.CodeType, f_locals: dict):
+    """id() of the object a method runs on (its first argument, named ``self``), or None."""
+    if code.co_argcount and code.co_varnames[0] == "self" and "self" in f_locals:
+        return id(f_locals["self"])
+    return None
+
+
+def _tagged(entry, code, f_locals):
+    entry.tag = _instance_of(code, f_locals)
+    return entry
 
 
 def graph_break_observers() -> list:
