@@ -5,6 +5,11 @@ No torch headers, so a kernel builds in a fraction of a second.  The outer loop 
 ``#pragma omp simd`` so g++ -O3 -march=native vectorizes it.  Reductions keep 16 lanes of
 accumulators (the lane loop vectorizes, including Welford and argmax), then fold the lanes
 and the scalar tail in index order.
+
+Indirect indices (gather, embedding, ``x[idx]``) are checked: each check site keeps the min and
+max index seen (OpenMP ``reduction`` clauses on every loop), the kernel returns 1 + the site
+when one is out of range, and the wrapper raises as eager would.  In pointwise nests, values
+that do not depend on the inner loop (an embedding row's index and its check) are hoisted.
 """
 from __future__ import annotations
 
