@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sysconfig
+import threading
 import types
 import warnings
 import weakref
@@ -60,6 +61,9 @@ def _skip_module(f_globals: dict) -> bool:
 
 def _where(code: types.CodeType) -> str:
     return f"'{code.co_name}' ({code.co_filename}:{code.co_firstlineno})"
+
+
+_COMPILE_LOCK = threading.RLock()
 
 
 class BackendKey:
@@ -118,6 +122,26 @@ class ConvertFrame:
             return None
         if torch._C._functorch.maybe_current_level() is not None:
             return None       # inside a torch.func transform (vmap/grad...): run this call eagerly
+        # One compilation at a time (the GIL is dropped while kernels build): a thread that
+        # waited first looks at the entries the others added meanwhile.
+        n_seen = len(_C.cache_entries(code))
+        with _COMPILE_LOCK:
+            if len(_C.cache_entries(code)) > n_seen:
+                entry = self._added_meanwhile(code, n_seen, f_locals, f_globals, f_builtins, closure)
+                if entry is not None:
+                    return entry
+            return self._convert(code, f_locals, f_globals, f_builtins, closure)
+
+    def _added_meanwhile(self, code, n_seen, f_locals, f_globals, f_builtins, closure):
+        entries = _C.cache_entries(code)
+        args = [f_locals.get(n) for n in code.co_varnames[:len(f_locals)]]
+        for e in entries[:len(entries) - n_seen]:         # new entries go to the front
+            if (e.owner is None or e.owner is self._xc_backend_key) and \
+                    e.guard.check(args, f_globals, f_builtins, closure):
+                return e
+        return None
+
+    def _convert(self, code, f_locals, f_globals, f_builtins, closure):
         all_entries = _C.cache_entries(code)
         entries = [e for e in all_entries if e.owner is None or e.owner is self._xc_backend_key]
         if all_entries:
