@@ -31,6 +31,9 @@ FOLD_AT_TRACE: dict[Any, Any] = {
     torch.jit.is_tracing: False,
     torch._C._get_tracing_state: None,
     torch.compiler.is_compiling: True,
+    # the user's torch-dispatch mode stack (our FakeTensorMode is active while tracing; eager
+    # code outside any mode sees an empty stack: nn.MultiheadAttention's fast-path check)
+    torch._C._len_torch_dispatch_stack: 0,
 }
 
 # torch callables with global side effects or host synchronization: never in a graph.
