@@ -71,6 +71,7 @@ class GraphLowering:
         self.meta_exact: set[str] = set()
         self.input_offsets: dict[str, int] = {}   # storage offset of each input's data_ptr
         self.eager_layouts: dict[str, Layout] = {}  # the layout eager gives a buffer, where we know better than meta
+        self.extern_reads: set[str] = set()         # buffers ATen calls read (their layouts are fixed then)
 
     # -- names and buffers --------------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -200,6 +201,7 @@ class GraphLowering:
         if getattr(target, "_schema", None) is not None and target._schema.is_mutable:
             raise LoweringError(f"in-place op {target} left after functionalization")
         args, kwargs = pytree.tree_map_only(TV, self.realize, (args, kwargs))
+        self.extern_reads.update(r.name for r in pytree.tree_leaves((args, kwargs)) if isinstance(r, TensorRef))
         # Our buffers may be laid out unlike the FX metadata (a channels-last convolution feeds a
         # max_pool2d, say), and ATen then returns other strides than the metadata's: ask the
         # kernel's fake implementation on our layouts. Ops it cannot run take the metadata.
@@ -241,6 +243,11 @@ class GraphLowering:
         placeholder_pos: dict[str, int] = {}
         outputs: list = []
         ex = iter(self.example_inputs)
+        out_vals = {}   # nodes that are graph outputs themselves -> the value eager gives
+        for node in self.gm.graph.find_nodes(op="output"):
+            for n in pytree.tree_leaves(node.args[0]):
+                if isinstance(n, torch.fx.Node) and isinstance(n.meta.get("val"), torch.Tensor):
+                    out_vals[n] = n.meta["val"]
         for node in self.gm.graph.nodes:
             self.current = node
             if node.op == "placeholder":
@@ -281,6 +288,8 @@ class GraphLowering:
                     self.env[node] = src
                     continue
                 self.env[node] = self.lower_call(node, args, kwargs)
+                if node in out_vals:
+                    self._early_eager_layout(node, out_vals[node])
             elif node.op == "output":
                 result = torch.fx.node.map_arg(node.args[0], lambda n: self.env[n])
                 metas = pytree.tree_leaves(torch.fx.node.map_arg(node.args[0], lambda n: n.meta.get("val")))
@@ -295,6 +304,14 @@ class GraphLowering:
                         self.device or torch.device("cpu"), self.fallbacks)
         g.constants = self.constants
         return g
+
+    def _early_eager_layout(self, node: torch.fx.Node, val) -> None:
+        """A computed buffer that is a graph output gets eager's layout right away, before any
+        consumer is lowered: an ATen call reading it takes its output layout from it."""
+        tv = self.env[node]
+        if isinstance(tv, TV) and tv.ref is not None and tv.ref.view is None and \
+                self.buffers[tv.ref.name].kind == "computed":
+            self._eager_layout(tv, val)
 
     def _eager_layout(self, tv: TV, val) -> TV:
         """Graph outputs get eager's strides even where we chose others inside the graph."""
@@ -314,7 +331,8 @@ class GraphLowering:
         want = self.eager_layouts.get(buf.name) or Layout.of(val)
         if buf.kind != "computed" or buf.layout == want or want.size != buf.layout.size or not _is_dense(want):
             return tv
-        if buf.name in self.meta_exact:   # views were taken of it as it is: copy instead
+        if buf.name in self.meta_exact or buf.name in self.extern_reads:
+            # views were taken of it as it is, or an ATen call took its output layout from it: copy instead
             return TV(tv.dtype, tv.size, tv.loader, self.realize(tv, stride=want.stride))
         buf.layout = want
         if want == Layout.of(val):

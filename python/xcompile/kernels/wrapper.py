@@ -151,14 +151,45 @@ def _extern_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str
     lines = [f"# extern: {', '.join(node.origins)}"]
     if len(node.outputs) == 1 and node.out_paths[0][1].num_leaves == 1:
         lines.append(f"{node.outputs[0]} = {call}")
-        return lines + _check_lines(node, g, graph)
+        return lines + _restride_lines(node, g, graph) + _check_lines(node, g, graph)
     tmp = f"{node.name}_result"
     lines.append(f"{tmp} = {call}")
     if node.out_paths and node.out_paths[0][1].num_leaves != 1:
         lines.append(f"{tmp} = {g.add(pytree.tree_leaves, 'tree_leaves')}({tmp})")
     for b, (i, _) in zip(node.outputs, node.out_paths):
         lines.append(f"{b} = {tmp}[{i}]")
-    return lines + _check_lines(node, g, graph)
+    return lines + _restride_lines(node, g, graph) + _check_lines(node, g, graph)
+
+
+# ATen ops whose result is always a fresh tensor with the strides their fake kernel gives
+# (contiguous): their outputs need no stride check at run time.
+_TRUSTED_LAYOUT = frozenset(f"aten.{n}.default" for n in ("mm", "addmm", "bmm", "baddbmm"))
+
+
+def _restride_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str]:
+    """The kernels read an extern's outputs with the strides planned from its fake kernel, and
+    some fake kernels disagree with the CPU kernel (max_unpool2d on channels-last input,
+    native_layer_norm_backward on a transposed grad): an output with other strides than planned
+    is copied into the planned layout (one tuple compare per output and call otherwise)."""
+    if str(node.op) in _TRUSTED_LAYOUT:
+        return []
+    fix = g.add(_restride, "restride")
+    out = []
+    for b in node.outputs:
+        lay = graph.buffers[b].layout
+        if math.prod(lay.size) <= 1:
+            continue
+        out.append(f"if {b}.stride() != {lay.stride!r}:")
+        out.append(f"    {b} = {fix}({b}, {lay.size!r}, {lay.stride!r})")
+    return out
+
+
+def _restride(t: torch.Tensor, size, stride) -> torch.Tensor:
+    if all(n <= 1 or a == b for n, a, b in zip(size, t.stride(), stride)):
+        return t                      # only the strides of size-1 dims differ: same addresses
+    if tuple(t.shape) != tuple(size):
+        raise AssertionError(f"xcompile: extern result has size {tuple(t.shape)}, planned {tuple(size)}")
+    return torch.empty_strided(size, stride, dtype=t.dtype, device=t.device).copy_(t)
 
 
 def _check_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str]:
