@@ -314,8 +314,7 @@ CASES = [
     Case("conv_transpose2d", seq(nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1), nn.Tanh(),
                                  nn.ConvTranspose2d(3, 2, 2, stride=2)), randn(2, 4, 3, 3)),
     Case("conv_pool_flatten_linear", seq(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
-                                         nn.Linear(16, 5)), randn(2, 3, 6, 6),
-         xfail={("inductor", "train"): K1}),
+                                         nn.Linear(16, 5)), randn(2, 3, 6, 6)),
     Case("batchnorm1d_mlp", seq(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2)), randn(5, 6)),
     # momentum=None: the cumulative average reads float(num_batches_tracked), a graph break in a
     # loop (torch.compile also runs the Sequential eagerly in training).
@@ -329,7 +328,7 @@ CASES = [
     Case("pooling_mix", seq(nn.Conv2d(3, 4, 3, padding=1), nn.MaxPool2d(3, 2, 1, ceil_mode=True),
                             nn.AvgPool2d(2, count_include_pad=False, padding=1), nn.AdaptiveAvgPool2d((3, 2)),
                             nn.AdaptiveMaxPool2d(1), nn.Flatten()), randn(2, 3, 9, 9)),
-    Case("pool_return_indices_unpool", PoolIndices, randn(2, 3, 8, 8), xfail={("inductor", "*"): K2}),
+    Case("pool_return_indices_unpool", PoolIndices, randn(2, 3, 8, 8)),
     Case("upsample_nearest_bilinear", seq(nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(2, 2, 1),
                                           nn.Upsample(scale_factor=1.5, mode="bilinear", align_corners=False)),
          randn(2, 2, 3, 4)),
@@ -354,7 +353,7 @@ CASES = [
     Case("noncontiguous_inputs", lambda: noncontig, noncontig_inputs),
     Case("float64_model", Float64Model, lambda: (torch.randn(3, 5, dtype=torch.float64), torch.randn(2))),
     Case("autocast_bfloat16", AutocastBF16, randn(3, 8), tol=(2e-2, 2e-2)),
-    Case("mlp_mixer", MixerBlock, randn(2, 4, 8), xfail={("inductor", "train"): K3}),
+    Case("mlp_mixer", MixerBlock, randn(2, 4, 8)),
     Case("vit_tiny", TinyViT, randn(2, 3, 8, 8)),
 ]
 
