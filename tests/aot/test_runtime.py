@@ -283,3 +283,41 @@ def test_parameter_written_under_no_grad_inside_the_graph():
     (gc,) = torch.autograd.grad(oc.sum(), root.w)
     (ge,) = torch.autograd.grad(oe.sum(), ref_w)
     torch.testing.assert_close(gc, ge, **TOL)
+
+
+def test_parameter_written_through_a_detached_alias():
+    """F.embedding(max_norm=...) renorms ``weight.detach()`` in place with grad enabled: the write
+    is hidden from autograd (w stays a leaf that gets its gradient), not a differentiable one."""
+    def f(idx, w):
+        return (F.embedding(idx, w, max_norm=1.0) * 2,)
+    idx = torch.randint(0, 6, (3, 4))
+    w0 = torch.randn(6, 3, dtype=D) * 3
+    we, wc = w0.clone().requires_grad_(), w0.clone().requires_grad_()
+    cf = compile_fn(f, idx, wc.detach().clone().requires_grad_())
+    (oc,), (oe,) = cf(idx, wc), f(idx, we)
+    torch.testing.assert_close(oc, oe, **TOL)
+    torch.testing.assert_close(wc.detach(), we.detach(), **TOL)       # renormed rows, as in eager
+    assert wc.is_leaf and wc.grad_fn is None
+    (gc,) = torch.autograd.grad((oc * oc).sum(), wc)
+    (ge,) = torch.autograd.grad((oe * oe).sum(), we)
+    torch.testing.assert_close(gc, ge, **TOL)
+
+
+def test_input_written_through_a_detached_alias_keeps_its_gradient_path():
+    def f(x, w):
+        y = torch.exp(x) + w
+        x.detach().mul_(2)                  # invisible to autograd: x keeps its grad_fn (x = leaf * 1)
+        return (y, x * w)
+    w = rand(4, grad=True)
+    leaf_e, leaf_c = rand(3, 4, grad=True), None
+    leaf_c = leaf_e.detach().clone().requires_grad_()
+    xe, xc = leaf_e * 1.0, leaf_c * 1.0
+    cf = compile_fn(f, leaf_c.detach().clone().requires_grad_() * 1.0, w)
+    oc, oe = cf(xc, w), f(xe, w)
+    for a, b in zip(oc, oe):
+        torch.testing.assert_close(a, b, **TOL)
+    torch.testing.assert_close(xc, xe, **TOL)
+    ge = torch.autograd.grad(sum((o * o).sum() for o in oe), (leaf_e, w))
+    gc = torch.autograd.grad(sum((o * o).sum() for o in oc), (leaf_c, w))
+    for a, b in zip(gc, ge):
+        torch.testing.assert_close(a, b, **TOL)

@@ -123,13 +123,15 @@ def analyze(program, fake_primals: list, fake_mode) -> Schema:
         fprimals = [to_functional(p) for p in fake_primals]
         probe = Schema(len(fprimals), requires_grad, [], [], [], maybe_cloned)
         used = probe.prepare(fprimals)
+        grad_fns = [getattr(u, "grad_fn", None) for u in used]
         outs = program(*used)
-        schema = _describe(outs, used, requires_grad)
+        schema = _describe(outs, used, requires_grad, grad_fns)
         schema.cloned_inputs = [k for k in maybe_cloned if k in schema.mutated_inputs]
         return schema
 
 
-def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool]) -> Schema:
+def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
+              grad_fns_before: list | None = None) -> Schema:
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
             raise AotUnsupported(f"aot: output {i} is a {type(o).__name__}; graphs must return tensors")
@@ -196,11 +198,15 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool]) -> S
         for i in members:
             if infos[i] is None:
                 infos[i] = _view_info(outs[i], root, OutputKind.BASE_VIEW, base_slot[key])
-    # then the new values of mutated inputs; a write made under no_grad is not differentiable
-    # (``with torch.no_grad(): w.clamp_(...)`` leaves w a leaf that autograd reaches directly)
+    # then the new values of mutated inputs; a write autograd did not see is not differentiable:
+    # one under no_grad (``with torch.no_grad(): w.clamp_(...)``) or through a detached alias
+    # (``w.detach().renorm_(...)``, as F.embedding(max_norm=...) does). Either leaves w's
+    # grad_fn as it was (a leaf, or the clone prepare() made); a differentiable write replaces it.
     for k in mutated:
         p = fprimals[k]
-        hidden = torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(p)
+        unseen = (grad_fns_before is not None and p.requires_grad
+                  and p.grad_fn is grad_fns_before[k])
+        hidden = torch._functionalize_are_all_mutations_under_no_grad_or_inference_mode(p) or unseen
         add_fw_out(("input", k), p, requires_grad=bool(p.requires_grad) and not hidden)
     return Schema(
         num_primals=len(fprimals),
