@@ -1,8 +1,10 @@
 """Differential model zoo: small realistic models through xcompile.compile, compared with eager.
 
-Every case runs with the backends "eager", "aot_eager" and "inductor", in eval (``model.eval()``
-under ``torch.no_grad()``) and in training (inputs and parameters require grad, a weighted sum
-of the outputs is backpropagated), twice with fresh random inputs.  Compared with eager after
+Every case runs in training (inputs and parameters require grad, a weighted sum of the outputs
+is backpropagated) with the backends "eager", "aot_eager" and "inductor", and in eval
+(``model.eval()`` under ``torch.no_grad()``) with "inductor", twice with fresh random inputs.
+Eval on "eager"/"aot_eager" runs a subset of what inductor-eval runs (frontend, forward trace)
+and costs half the file's time; ``XCOMPILE_ZOO_FULL=1`` adds it (to bisect a failure).  Compared with eager after
 each call: outputs (structure, dtype, shape, strides of dims longer than 1, requires_grad,
 values), gradients of the inputs and parameters, parameters, buffers (BatchNorm running stats,
 counters) and the inputs themselves (mutation).  The second call must not compile again, and
@@ -15,6 +17,7 @@ A known bug is an ``xfail(strict=True)`` naming its finding in /work/briefs/s2/f
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 import torch
@@ -27,6 +30,11 @@ from xcompile.testing import CompileCounterWithBackend
 from .zoo_models import CASES, training_step
 
 BACKENDS = ("eager", "aot_eager", "inductor")
+_FULL = os.environ.get("XCOMPILE_ZOO_FULL") == "1"
+
+
+def _in_matrix(backend, mode):
+    return _FULL or mode == "train" or backend == "inductor"
 
 
 @pytest.fixture(autouse=True)
@@ -120,9 +128,9 @@ def _run(case, backend, mode):
         _check(actual, expected, f"{what} out", case.tol)
         if train:
             loss_e, loss_c = _weighted_sum(expected, 7 + call), _weighted_sum(actual, 7 + call)
-            assert isinstance(loss_e, torch.Tensor), f"{what} no differentiable output"
-            loss_e.backward()
-            loss_c.backward()
+            if isinstance(loss_e, torch.Tensor):     # else no output is differentiable (checked above)
+                loss_e.backward()
+                loss_c.backward()
             _check(_grads(_float_leaves(args_c)), _grads(_float_leaves(args_e)), f"{what} input grads", case.tol)
             _check(_param_grads(comp_model), _param_grads(eager_model), f"{what} param grads", case.tol)
         _check(_module_state(comp_model), _module_state(eager_model), f"{what} module state", case.tol)
@@ -139,6 +147,8 @@ def _params():
     for case in CASES:
         for backend in BACKENDS:
             for mode in case.modes:
+                if not _in_matrix(backend, mode):
+                    continue
                 marks = []
                 for (b, m), reason in case.xfail.items():
                     if b in ("*", backend) and m in ("*", mode):

@@ -80,7 +80,7 @@ class MHACausal(nn.Module):
 class LSTMHead(nn.Module):
     def __init__(self):
         super().__init__()
-        self.rnn = nn.LSTM(6, 8, num_layers=2, batch_first=True)
+        self.rnn = nn.LSTM(6, 8, batch_first=True)
         self.head = nn.Linear(8, 3)
 
     def forward(self, x):
@@ -282,24 +282,92 @@ class TinyViT(nn.Module):
         return self.head(self.block(p)[:, 0])
 
 
+class PackedLSTM(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.LSTM(4, 5, batch_first=True)
+
+    def forward(self, x, lengths):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, (h, _) = self.rnn(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=6)
+        return out, h
+
+
+class EmbeddingMaxNorm(nn.Module):
+    """max_norm renormalizes the looked-up rows of the weight in place (through weight.detach())."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(10, 4, max_norm=1.0)
+
+    def forward(self, idx):
+        return self.emb(idx) * 2
+
+
+class ChannelsLastConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.bn = nn.BatchNorm2d(4)
+
+    def forward(self, x):
+        return F.silu(self.bn(self.conv(x))) + x.mean(1, keepdim=True)
+
+
+class AffineGridSample(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Linear(6, 6)
+
+    def forward(self, x):
+        theta = self.loc(x.flatten(1)[:, :6]).view(-1, 2, 3)
+        grid = F.affine_grid(theta, x.shape, align_corners=False)
+        return F.grid_sample(x, grid, align_corners=False)
+
+
+class UnfoldFold(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(18, 18)
+
+    def forward(self, x):
+        cols = self.lin(F.unfold(x, 3, padding=1).transpose(1, 2)).transpose(1, 2)
+        return F.fold(cols, (4, 4), 3, padding=1)
+
+
+def einsum_baddbmm_reductions(a, b, c):
+    return (torch.einsum("bij,bjk->bik", a, b), torch.baddbmm(c, a, b, beta=0.5, alpha=2),
+            F.normalize(a, dim=-1), F.cosine_similarity(a, a.flip(1), dim=-1), a.clamp(-0.5, 0.5),
+            torch.logsumexp(a, -1), a.var(1, unbiased=False), a.std(-1))
+
+
+def resample_and_pad(x):
+    return (F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True),
+            F.interpolate(x, scale_factor=2, mode="nearest-exact"), F.adaptive_avg_pool2d(x, (3, 5)),
+            F.pad(x, (1, 2, 0, 1), mode="reflect"), F.pad(x, (1, 1), value=3.0))
+
+
+def integer_ops(x, i):
+    return ((i * 3 + 1) // 2, i % 3, (x > 0).to(torch.int32).cumsum(0), i.sum(1), x.argsort(1),
+            i.float().mean(), torch.bucketize(x, torch.tensor([-1.0, 0.0, 1.0])))
+
+
 # -- the table -----------------------------------------------------------------------------------
 
-K1 = "K1: extern layout planned before its input's layout changed (findings.md)"
-K2 = "K2: max_unpool2d fake strides != ATen's (findings.md)"
-K3 = "K3: native_layer_norm_backward fake strides != ATen's (findings.md)"
-F1 = "F1: MultiheadAttention fast-path check breaks on the tracer's FakeTensorMode (findings.md)"
+F2 = "F2: a PackedSequence reaches pad_packed_sequence as a plain tuple (findings.md)"
 
 CASES = [
     Case("resnet_block", ResBlock, randn(2, 8, 6, 6)),
-    Case("mha_key_padding_mask", MHAKeyPadding, mha_kpm_inputs, xfail={("*", "eval"): F1}),
+    Case("mha_key_padding_mask", MHAKeyPadding, mha_kpm_inputs),
     Case("mha_causal_attn_mask", MHACausal, randn(5, 2, 16)),
     Case("transformer_encoder", lambda: nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True),
          randn(2, 5, 16)),
     Case("transformer_decoder", lambda: nn.TransformerDecoderLayer(16, 2, 32, dropout=0.0, norm_first=True),
          lambda: (torch.randn(4, 2, 16), torch.randn(5, 2, 16))),
-    Case("lstm_2layer", LSTMHead, randn(2, 5, 6)),
+    Case("lstm", LSTMHead, randn(2, 5, 6)),
     # torch.compile leaves RNN modules to eager too; here the weakref check in GRU breaks.
-    Case("gru_bidirectional", GRUBidir, randn(5, 2, 6), min_graphs=0),
+    Case("gru_bidirectional", GRUBidir, randn(5, 2, 6), min_graphs=0, modes=("train",)),
     Case("gpt_block_kv_cache", GPTBlock, lambda: (torch.randn(2, 3, 16), torch.randn(2, 2, 4, 8),
                                                   torch.randn(2, 2, 4, 8))),
     Case("sdpa_causal", SDPACausal, randn(2, 5, 16)),
@@ -355,6 +423,18 @@ CASES = [
     Case("autocast_bfloat16", AutocastBF16, randn(3, 8), tol=(2e-2, 2e-2)),
     Case("mlp_mixer", MixerBlock, randn(2, 4, 8)),
     Case("vit_tiny", TinyViT, randn(2, 3, 8, 8)),
+    Case("packed_sequence_lstm", PackedLSTM, lambda: (torch.randn(3, 6, 4), torch.tensor([6, 2, 4])),
+         xfail={("*", "*"): F2}),
+    Case("embedding_max_norm", EmbeddingMaxNorm, lambda: (torch.randint(0, 10, (4, 3)),)),
+    Case("channels_last_conv_bn", ChannelsLastConvBN,
+         lambda: (torch.randn(2, 3, 5, 5).to(memory_format=torch.channels_last),)),
+    Case("affine_grid_sample", AffineGridSample, randn(2, 1, 4, 4)),
+    Case("unfold_fold", UnfoldFold, randn(2, 2, 4, 4)),
+    Case("einsum_baddbmm_reductions", lambda: einsum_baddbmm_reductions,
+         lambda: (torch.randn(2, 3, 4), torch.randn(2, 4, 5), torch.randn(2, 3, 5))),
+    Case("resample_and_pad", lambda: resample_and_pad, randn(2, 3, 6, 8)),
+    Case("integer_ops_no_grad_outputs", lambda: integer_ops,
+         lambda: (torch.randn(4, 5), torch.randint(0, 7, (4, 5)))),
 ]
 
 
