@@ -1,6 +1,5 @@
 """The generator protocol on generators made in the frame: send / throw / close / __next__,
 through ``yield from`` as well; finally blocks and StopIteration after exhaustion."""
-import torch
 
 from .harness import CaseTable, rn
 

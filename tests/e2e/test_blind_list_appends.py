@@ -4,9 +4,8 @@ list after the graph.  Reading the list (len, iteration, indexing, ``in``, truth
 its length, so a frame that appends and then reads gives eager's answer on every call."""
 import pytest
 import torch
-from torch import nn
-
 import xcompile
+from torch import nn
 from xcompile.testing import CompileCounter
 
 from .util import same

@@ -7,9 +7,8 @@ import warnings
 
 import pytest
 import torch
-from torch import nn
-
 import xcompile
+from torch import nn
 from xcompile import config
 from xcompile.exc import CacheLimitExceeded
 from xcompile.testing import CompileCounter

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 import xcompile
 from xcompile.testing import CompileCounter
 
@@ -105,7 +104,7 @@ def ignores_exit(x):
 
 def raises_stop_iteration(x):
     yield x
-    raise StopIteration
+    raise StopIteration  # noqa: PLR1708  (PEP 479: becomes RuntimeError)
 
 
 # -- programs ------------------------------------------------------------------------------------------
