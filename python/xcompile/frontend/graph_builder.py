@@ -168,6 +168,9 @@ class GraphBuilder:
             return v.value, v.value
         if isinstance(v, scalars.SymScalarValue):
             return v.node, v.sym
+        if isinstance(v, TupleValue) and v.cls is not tuple:
+            raise Unsupported(f"passing a {v.describe()} to a torch operator",
+                              "Pass its fields (plain tensors and constants) instead.")
         if isinstance(v, (TupleValue, ListValue)):
             pairs = [self.unpack(i) for i in v.items]
             kind = list if isinstance(v, ListValue) else tuple
@@ -195,6 +198,9 @@ class GraphBuilder:
         except Exception as e:
             if self.captures_scalars and scalars.has_sym(fargs, fkwargs):
                 raise scalars.needs_value(what) from e   # e.g. indexing a tensor with a captured int
+            if "data is not allocated yet" in str(e):    # a kernel without a fake implementation read data
+                raise Unsupported(f"operator {what} reads tensor data (it has no fake-tensor implementation)",
+                                  "It runs eagerly; the code around it is still compiled.", str(e)) from e
             # A genuine error of the op on these inputs (shapes, dtypes...): eager fails the same way.
             # Say it in eager's words: rerun the op on real stand-ins of the fake inputs.
             eager = _eager_error(fn, fargs, fkwargs)

@@ -130,7 +130,7 @@ def is_torch_op(obj: Any) -> bool:
         mod = obj.__module__ or ""
         if is_function_transform_code(obj.__code__):
             return False
-        if mod.startswith("torch.nn.modules") or mod.startswith("torch.fx") or mod.startswith("torch.utils"):
+        if mod.startswith(("torch.nn.modules", "torch.nn.utils", "torch.fx", "torch.utils")):
             return False
         return mod == "torch" or mod.startswith("torch.")
     return False
