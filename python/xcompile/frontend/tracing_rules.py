@@ -69,9 +69,23 @@ def rule_of(obj: Any) -> str | None:
     if isinstance(obj, types.FunctionType):
         if obj.__dict__.get("_xcompile_disable"):
             return "disable"
+        if obj.__dict__.get("_torchdynamo_disable"):      # @torch.compiler.disable in model code
+            _skip_torch_disabled(obj)
+            return "disable"
         if obj.__code__ in _skip_codes():
             return "skip"
     return None
+
+
+def _skip_torch_disabled(fn) -> None:
+    """The function under torch.compiler.disable runs eagerly at its graph break; its own frame
+    is then not compiled either (the frames it calls still are: torch's wrapper cannot switch
+    xcompile off for them)."""
+    orig = getattr(fn, "_torchdynamo_orig_callable", None)
+    code = getattr(getattr(orig, "__func__", orig), "__code__", None)
+    if isinstance(code, types.CodeType):
+        from .. import _C
+        _C.set_code_state(code, 1)       # SKIP
 
 
 def _skip_codes():
@@ -225,6 +239,10 @@ def _forbid(tx, obj, args, kwargs) -> Value:
 
 
 def _disable(tx, obj, args, kwargs) -> Value:
+    if getattr(obj, "__dict__", {}).get("_torchdynamo_disable"):
+        raise Unsupported(f"Skip calling `torch.compiler.disable()`d function {_name(obj)}",
+                          "Remove the `torch.compiler.disable()` decorator to compile it.",
+                          "The function runs eagerly; the functions it calls are still compiled.")
     raise Unsupported(f"Skip calling `xcompile.disable()`d function {_name(obj)}",
                       "Remove the `xcompile.disable()` call to compile it.",
                       "The function runs eagerly, and so does everything it calls.")
