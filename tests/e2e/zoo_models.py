@@ -355,8 +355,6 @@ def integer_ops(x, i):
 
 # -- the table -----------------------------------------------------------------------------------
 
-F2 = "F2: a PackedSequence reaches pad_packed_sequence as a plain tuple (findings.md)"
-
 CASES = [
     Case("resnet_block", ResBlock, randn(2, 8, 6, 6)),
     Case("mha_key_padding_mask", MHAKeyPadding, mha_kpm_inputs),
