@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..bytecode.instructions import Instr
-from .attrs import load_attr, super_attr
+from .attrs import AttrMissing, load_attr, super_attr
 from .exc import PythonError, Unsupported
 from .side_effects import DELETED
 from .user_objects import delete_attribute, store_attribute
@@ -187,14 +187,22 @@ def import_name(f: Frame, inst: Instr) -> None:
     fromlist, level = f.pop(), f.pop()
     if not (isinstance(level, ConstantValue) and isinstance(fromlist, ConstantValue)):
         raise Unsupported("import with non-constant arguments")
-    mod = __import__(inst.argval, f.globals.f_globals, None, fromlist.value, level.value)
+    try:
+        mod = __import__(inst.argval, f.globals.f_globals, None, fromlist.value, level.value)
+    except ImportError as e:                 # `try: import x / except ImportError:` in model code
+        raise PythonError.of(e) from None
     f.push(f.tx.wrap(mod, None))             # imports are deterministic: no guard
 
 
 @handler("IMPORT_FROM")
 def import_from(f: Frame, inst: Instr) -> None:
     mod = f.peek()
-    f.push(load_attr(f.tx, mod, inst.argval))
+    try:
+        v = load_attr(f.tx, mod, inst.argval)
+    except AttrMissing:                      # `from m import missing` raises ImportError
+        name = getattr(getattr(mod, "module", None), "__name__", "?")
+        raise PythonError.of(ImportError(f"cannot import name {inst.argval!r} from {name!r}")) from None
+    f.push(v)
 
 
 @handler("LOAD_ASSERTION_ERROR")

@@ -1,0 +1,60 @@
+"""Focused regressions from the frontend hunt (tests/e2e/test_program_zoo.py, findings FH* in
+/work/briefs/s2/findings.md): each program compiled vs eager, with its graph count."""
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn as nn
+
+import xcompile
+from xcompile.testing import CompileCounter
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    xcompile.reset()
+    yield
+    xcompile.reset()
+
+
+def _run(fn, *args):
+    cnt = CompileCounter()
+    out = xcompile.compile(fn, backend=cnt)(*args)
+    return out, cnt.frame_count
+
+
+# -- FH2: imports that fail inside try/except ImportError ------------------------------------------------
+def test_failed_import_is_caught_by_the_traced_except():
+    def f(x):
+        try:
+            import xcompile_no_such_module_xyz  # noqa: F401
+            y = x + 1
+        except ImportError:
+            y = x * 2
+        return y
+    x = torch.randn(3)
+    out, graphs = _run(f, x)
+    torch.testing.assert_close(out, x * 2)
+    assert graphs == 1
+
+
+def test_from_import_of_a_missing_name_is_an_import_error():
+    def f(x):
+        try:
+            from math import xcompile_no_such_name  # noqa: F401
+            y = x + 1
+        except ImportError as e:
+            y = x * 3 if "xcompile_no_such_name" in str(e) else x
+        return y
+    x = torch.randn(3)
+    out, graphs = _run(f, x)
+    torch.testing.assert_close(out, x * 3)
+    assert graphs == 1
+
+
+def test_uncaught_failed_import_raises_like_eager():
+    def f(x):
+        import xcompile_no_such_module_xyz  # noqa: F401
+        return x
+    with pytest.raises(ModuleNotFoundError):
+        xcompile.compile(f, backend="eager")(torch.randn(3))
