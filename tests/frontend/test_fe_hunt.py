@@ -58,3 +58,19 @@ def test_uncaught_failed_import_raises_like_eager():
         return x
     with pytest.raises(ModuleNotFoundError):
         xcompile.compile(f, backend="eager")(torch.randn(3))
+
+
+# -- FH6: every torch is_compiling() flag is True in compiled code (as under torch.compile) -------------------
+def test_all_is_compiling_flags_are_true_when_compiled():
+    import torch._dynamo
+    import torch._utils
+
+    def f(x):
+        flags = (torch._dynamo.is_compiling(), torch._utils.is_compiling(), torch.compiler.is_compiling())
+        return (x + 1 if all(flags) else x - 1), flags
+    x = torch.randn(3)
+    (out, flags), graphs = _run(f, x)
+    assert flags == (True, True, True)
+    torch.testing.assert_close(out, x + 1)
+    assert graphs == 1
+    assert f(x)[1] == (False, False, False)

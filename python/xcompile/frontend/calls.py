@@ -45,6 +45,8 @@ def _torch_op(tx: "Tracer", v: TorchOpValue, args, kwargs) -> Value:
     fn = v.fn
     if fn in rules.FOLD_AT_TRACE:
         return ConstantValue(rules.FOLD_AT_TRACE[fn])
+    if rules.is_torch_is_compiling(fn):
+        return ConstantValue(True)
     if fn in rules.FORBIDDEN:
         raise Unsupported(rules.FORBIDDEN[fn], "Call it outside the compiled region.")
     if fn is torch.set_grad_enabled:

@@ -36,6 +36,16 @@ FOLD_AT_TRACE: dict[Any, Any] = {
     torch._C._len_torch_dispatch_stack: 0,
 }
 
+
+
+def is_torch_is_compiling(fn: Any) -> bool:
+    """torch's other ``is_compiling()`` flags (torch._utils', the compiler's deprecated external
+    one that HF's ``is_torchdynamo_compiling()`` falls back to): True in compiled code, as under
+    torch.compile (was: called in the graph, answering False)."""
+    return (isinstance(fn, types.FunctionType) and fn.__name__ == "is_compiling"
+            and (fn.__module__ or "").startswith("torch."))
+
+
 # torch callables with global side effects or host synchronization: never in a graph.
 FORBIDDEN: dict[Any, str] = {
     torch.manual_seed: "torch.manual_seed changes global RNG state",
