@@ -74,3 +74,46 @@ def test_all_is_compiling_flags_are_true_when_compiled():
     torch.testing.assert_close(out, x + 1)
     assert graphs == 1
     assert f(x)[1] == (False, False, False)
+
+
+# -- FH3: slicing nn.ModuleList / nn.Sequential (timm/HF: `for blk in self.blocks[1:]`) -------------------
+class _Sliced(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(nn.Linear(4, 4) for _ in range(4))
+        self.seq = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4))
+
+    def forward(self, x):
+        for b in self.blocks[1:]:
+            x = b(x)
+        for b in self.blocks[::-2]:
+            x = b(x)
+        sub = self.blocks[:2]
+        x = sub[-1](x) + len(sub)
+        x = self.seq[1:](self.seq[:-1](x))
+        return x, len(self.blocks[-3:]), type(self.blocks[1:]).__name__
+
+
+def test_module_list_and_sequential_slices_compile_to_one_graph():
+    m = _Sliced()
+    cnt = CompileCounter()
+    g = xcompile.compile(m, backend=cnt)
+    for _ in range(2):
+        x = torch.randn(2, 4, requires_grad=True)
+        xe = x.detach().clone().requires_grad_()
+        a, e = g(x), m(xe)
+        torch.testing.assert_close(a[0], e[0])
+        assert a[1:] == e[1:] == (3, "ModuleList")
+        a[0].sum().backward()
+        e[0].sum().backward()
+        torch.testing.assert_close(x.grad, xe.grad)
+    assert cnt.frame_count == 1
+
+
+def test_module_list_slice_sees_a_replaced_child():
+    m = _Sliced()
+    g = xcompile.compile(m, backend="eager")
+    x = torch.randn(2, 4)
+    g(x)
+    m.blocks[2] = nn.Linear(4, 4)
+    torch.testing.assert_close(g(x)[0], m(x)[0])

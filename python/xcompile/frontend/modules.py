@@ -104,8 +104,8 @@ def module_getitem(tx: "Tracer", v: ModuleValue, key: Value) -> Value:
         except (IndexError, KeyError) as e:
             raise Unsupported(f"{type(m).__name__}[{k!r}] raised {type(e).__name__}") from e
         return tx.wrap(item, ItemSource(v.source, k) if v.source is not None else None, True)
-    if isinstance(m, torch.nn.Sequential) and isinstance(k, slice):
-        raise Unsupported("slicing nn.Sequential", "Index single layers or iterate instead.")
+    if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, slice):
+        return _module_slice(tx, v, k)
     idx, raw = mro_lookup(type(m), "__getitem__")
     if raw is _MISSING:
         raise Unsupported(f"{type(m).__name__} is not subscriptable")
@@ -113,6 +113,21 @@ def module_getitem(tx: "Tracer", v: ModuleValue, key: Value) -> Value:
                                class_member_source(v.source, idx, "__getitem__"))
     from .calls import call_value
     return call_value(tx, method, [key], {})
+
+
+def _module_slice(tx: "Tracer", v: ModuleValue, k: slice) -> Value:
+    """``blocks[1:]`` / ``seq[:-1]``: the container eager builds (same class, same children), made
+    now.  Its children are wrapped first with their sources in ``v`` (the memo hands those values
+    out when the new container is indexed or iterated), so they stay the same objects to the
+    trace; the container itself is new, so it has no source (its contents are pinned by ``v``'s
+    MODULE_TREE guard)."""
+    m = v.module
+    for i in range(len(m))[k]:
+        tx.wrap(m[i], ItemSource(v.source, i) if v.source is not None else None, True)
+    part = m[k]
+    v2 = ModuleValue(part, source=None, covered=True)
+    tx.memo[id(part)] = (part, v2)                # keeps ``part`` alive with the trace
+    return v2
 
 
 def module_items(tx: "Tracer", v: ModuleValue) -> list[Value]:
