@@ -61,6 +61,7 @@ def test_uncaught_failed_import_raises_like_eager():
 
 
 # -- FH6: every torch is_compiling() flag is True in compiled code (as under torch.compile) -------------------
+@pytest.mark.filterwarnings("ignore:.*is deprecated")
 def test_all_is_compiling_flags_are_true_when_compiled():
     import torch._dynamo
     import torch._utils
@@ -117,3 +118,56 @@ def test_module_list_slice_sees_a_replaced_child():
     g(x)
     m.blocks[2] = nn.Linear(4, 4)
     torch.testing.assert_close(g(x)[0], m(x)[0])
+
+
+# -- FH4: forward (pre-)hooks on submodules are inlined (was: a graph break around each hooked call) ----------
+class _Hooked(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+        self.a.register_forward_pre_hook(lambda m, inp: (inp[0] * 2,))
+        self.a.register_forward_pre_hook(lambda m, inp: inp[0] + 1)          # not a tuple: wrapped
+        self.b.register_forward_hook(lambda m, inp, out: out + inp[0])
+        self.b.register_forward_hook(lambda m, inp, out: None)               # None keeps the output
+        self.feats = []           # test: self.c becomes a _ScaledLinear with kwargs hooks + feature capture
+
+    def forward(self, x):
+        return self.c(self.b(self.a(x)), scale=1.0)
+
+
+class _ScaledLinear(nn.Linear):
+    def forward(self, x, scale=1.0):
+        return super().forward(x) * scale
+
+
+def test_forward_hooks_are_inlined():
+    m = _Hooked()
+    m.c = _ScaledLinear(4, 4)
+    m.c.register_forward_pre_hook(lambda mod, a, k: (a, {**k, "scale": 3.0}), with_kwargs=True)
+    m.c.register_forward_hook(lambda mod, a, k, out: out * k["scale"], with_kwargs=True)
+    m.c.register_forward_hook(lambda mod, i, o: m.feats.append(o.detach()))
+    cnt = CompileCounter()
+    g = xcompile.compile(m, backend=cnt)
+    for _ in range(2):
+        x = torch.randn(2, 4)
+        out = g(x)
+        got = list(m.feats)
+        m.feats.clear()
+        expected = m(x)
+        torch.testing.assert_close(out, expected)
+        assert len(got) == len(m.feats) == 1
+        torch.testing.assert_close(got[0], m.feats[0])
+        m.feats.clear()
+    assert cnt.frame_count == 1
+
+
+def test_removing_a_forward_hook_recompiles():
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    h = m[0].register_forward_hook(lambda mod, i, o: o * 10)
+    cnt = CompileCounter()
+    g = xcompile.compile(m, backend=cnt)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(g(x), m(x))
+    h.remove()
+    torch.testing.assert_close(g(x), m(x))
+    assert cnt.frame_count == 2

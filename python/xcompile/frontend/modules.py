@@ -61,9 +61,15 @@ def module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
                       "The same code raises AttributeError in eager mode.")
 
 
+# Forward (pre-)hooks are inlined around forward; the MODULE_TREE guard watches these dicts.
+_INLINED_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_forward_hooks_with_kwargs",
+                  "_forward_pre_hooks_with_kwargs", "_forward_hooks_always_called")
+
+
 def _has_hooks(m: torch.nn.Module) -> str | None:
+    """The first hook dict that is not inlined (backward and global hooks) and is not empty."""
     for h in _HOOK_DICTS:
-        if getattr(m, h, None):
+        if h not in _INLINED_HOOKS and getattr(m, h, None):
             return h
     for h in _GLOBAL_HOOKS:
         if getattr(nn_module, h, None):
@@ -76,8 +82,59 @@ def call_module(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[st
     hook = _has_hooks(m)
     if hook is not None:
         raise Unsupported(f"calling {type(m).__name__} with hooks registered ({hook})",
-                          "Modules with hooks are not supported yet; remove the hooks or compile "
-                          "the module's forward instead.")
+                          "Backward hooks and global module hooks are not supported yet; remove the "
+                          "hooks or compile the module's forward instead.")
+    if m._forward_pre_hooks or m._forward_hooks:
+        return _call_with_forward_hooks(tx, v, args, kwargs)
+    return _call_forward(tx, v, args, kwargs)
+
+
+def _hook_value(tx: "Tracer", v: ModuleValue, dict_name: str, hook_id: int) -> Value:
+    src = ItemSource(AttrSource(v.source, dict_name), hook_id) if v.source is not None else None
+    return tx.wrap(getattr(v.module, dict_name)[hook_id], src, True)
+
+
+def _call_with_forward_hooks(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    """nn.Module._call_impl's forward hook protocol, inlined."""
+    from .calls import call_value
+    from .values import TupleValue
+    m = v.module
+    for hook_id in list(m._forward_pre_hooks):
+        hook = _hook_value(tx, v, "_forward_pre_hooks", hook_id)
+        if hook_id in m._forward_pre_hooks_with_kwargs:
+            r = tx.resolve(call_value(tx, hook, [v, TupleValue(list(args)), DictValue(dict(kwargs))], {}))
+            if _is_none(r):
+                continue
+            if not (isinstance(r, TupleValue) and len(r.items) == 2):
+                raise Unsupported("a forward pre-hook with kwargs returned something other than (args, kwargs)")
+            new_args, new_kwargs = (tx.resolve(i) for i in r.items)
+            if not (isinstance(new_args, TupleValue) and isinstance(new_kwargs, DictValue)
+                    and all(isinstance(k, str) for k in new_kwargs.items)):
+                raise Unsupported("a forward pre-hook with kwargs returned unexpected (args, kwargs)")
+            args, kwargs = list(new_args.items), dict(new_kwargs.items)
+        else:
+            r = tx.resolve(call_value(tx, hook, [v, TupleValue(list(args))], {}))
+            if _is_none(r):
+                continue
+            args = list(r.items) if isinstance(r, TupleValue) and r.cls is tuple else [r]
+    result = _call_forward(tx, v, args, kwargs)
+    for hook_id in list(m._forward_hooks):
+        hook = _hook_value(tx, v, "_forward_hooks", hook_id)
+        if hook_id in m._forward_hooks_with_kwargs:
+            r = call_value(tx, hook, [v, TupleValue(list(args)), DictValue(dict(kwargs)), result], {})
+        else:
+            r = call_value(tx, hook, [v, TupleValue(list(args)), result], {})
+        if not _is_none(tx.resolve(r)):
+            result = r
+    return result
+
+
+def _is_none(r: Value) -> bool:
+    return isinstance(r, ConstantValue) and r.value is None
+
+
+def _call_forward(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    m = v.module
     cls = type(m)
     if cls.__call__ is not torch.nn.Module.__call__:
         idx, raw = mro_lookup(cls, "__call__")
