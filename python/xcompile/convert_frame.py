@@ -217,8 +217,10 @@ class ConvertFrame:
         log.log("graph_code", "TRACED GRAPH %s\n%s", _where(code), gm.print_readable(print_output=False)
                 if log.enabled("graph_code") else "")
         if not any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes) \
-                and not gm.graph.output_node().args[0]:
-            return gm.forward                     # no ops, no outputs: the backend is not asked (as torch)
+                and (not self.fullgraph or not gm.graph.output_node().args[0]):
+            # no ops (its outputs are its inputs): the backend is not asked, as torch.compile
+            # does, except that fullgraph=True compiles a frame that returns its inputs
+            return gm.forward
         for o in list(graph_break_observers()):
             o.on_graph(code, gm, captured.guards)
         dynamic_mark_warning(_where(code), captured.example_inputs, [str(s) for s in captured.input_sources])

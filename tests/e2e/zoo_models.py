@@ -421,7 +421,8 @@ CASES = [
     Case("autocast_bfloat16", AutocastBF16, randn(3, 8), tol=(2e-2, 2e-2)),
     Case("mlp_mixer", MixerBlock, randn(2, 4, 8)),
     Case("vit_tiny", TinyViT, randn(2, 3, 8, 8)),
-    Case("packed_sequence_lstm", PackedLSTM, lambda: (torch.randn(3, 6, 4), torch.tensor([6, 2, 4]))),
+    Case("packed_sequence_lstm", PackedLSTM, lambda: (torch.randn(3, 6, 4), torch.tensor([6, 2, 4])),
+         min_graphs=0),     # packing reads data: breaks around it, as torch.compile (0 graphs)
     Case("embedding_max_norm", EmbeddingMaxNorm, lambda: (torch.randint(0, 10, (4, 3)),)),
     Case("channels_last_conv_bn", ChannelsLastConvBN,
          lambda: (torch.randn(2, 3, 5, 5).to(memory_format=torch.channels_last),)),
