@@ -171,3 +171,44 @@ def test_removing_a_forward_hook_recompiles():
     h.remove()
     torch.testing.assert_close(g(x), m(x))
     assert cnt.frame_count == 2
+
+
+# -- FH5: a break inside a container method's arguments (d.update(f(x))) --------------------------------------
+def _breaks(x):
+    print("graph break")
+    return {"a": x * 2}
+
+
+def _update(x, d):
+    d.update(_breaks(x))
+    return d["a"] + 1
+
+
+def _append(x, lst):
+    lst.append(_breaks(x)["a"])
+    return lst[-1] + 1
+
+
+def _add_(x, t):
+    t.add_(_breaks(x)["a"])
+    return t * 2
+
+
+@pytest.mark.parametrize("fn, state", [(_update, lambda: {"b": 1}), (_append, lambda: [0]),
+                                       (_add_, lambda: torch.zeros(3))])
+def test_break_in_method_arguments_does_not_recompile(fn, state, capsys):
+    cnt = CompileCounter()
+    g = xcompile.compile(fn, backend=cnt)
+    for i in range(4):
+        x = torch.randn(3)
+        s_c, s_e = state(), state()
+        out = g(x, s_c)
+        expected = fn(x, s_e)
+        torch.testing.assert_close(out, expected)
+        if isinstance(s_e, torch.Tensor):
+            torch.testing.assert_close(s_c, s_e)
+        else:
+            assert type(s_c) is type(s_e) and len(s_c) == len(s_e)
+        if i == 0:
+            first = cnt.frame_count
+    assert cnt.frame_count == first == 2          # prefix + resume, compiled once (was: a resume per call)

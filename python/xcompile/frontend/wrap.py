@@ -151,6 +151,24 @@ def _user_object(tx, obj, source, covered) -> Value:
     return UserObjectValue(obj, source=source, covered=covered)
 
 
+_METHOD_SELF_TYPES = (list, dict, collections.OrderedDict, collections.defaultdict, torch.Tensor,
+                     torch.nn.Parameter)
+
+
+def _is_container_method(o) -> bool:
+    """``d.update`` / ``lst.append`` / ``t.add_`` as an object: a resume function gets one on its
+    stack when a break happens inside the call's arguments (``d.update(f(x))``)."""
+    return isinstance(o, types.BuiltinMethodType) and type(getattr(o, "__self__", None)) in _METHOD_SELF_TYPES
+
+
+def _container_method(tx, obj, source, covered) -> Value:
+    """The method looked up again on its object, which is guarded as what it is (was: an identity
+    guard on the bound method, a new object every call: a recompile every call)."""
+    from .attrs import load_attr
+    self_v = tx.wrap(obj.__self__, AttrSource(source, "__self__") if source is not None else None, covered)
+    return load_attr(tx, self_v, obj.__name__)
+
+
 def _outside_generator(tx, obj, source, covered) -> Value:
     from .generators import OutsideGeneratorValue
     v = _user_object(tx, obj, source, covered)
@@ -187,6 +205,7 @@ _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
     (lambda o: isinstance(o, type), _identity_guarded(lambda o, s: ClassValue(o, source=s))),
     (lambda o: isinstance(o, functools.partial), _partial),
     (lambda o: isinstance(o, types.GeneratorType), _outside_generator),
+    (_is_container_method, _container_method),
     (lambda o: _is_hashable(o) and _is_builtin_callable(o),
      _identity_guarded(lambda o, s: BuiltinValue(o, source=s))),
     (lambda o: True, _user_object),
