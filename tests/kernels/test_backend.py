@@ -48,11 +48,8 @@ class Block(nn.Module):
 
 
 def _compile(model, x):
-    config.kernel_raise_errors = True
-    try:
+    with config.patch(kernel_raise_errors=True):   # (was: set, then del -- which removed the knob)
         return inductor(torch.fx.symbolic_trace(model), [x])
-    finally:
-        del config.kernel_raise_errors
 
 
 @pytest.mark.parametrize("make,shape", [(ConvNet, (2, 3, 16, 16)), (Block, (2, 8, 32))], ids=["convnet", "block"])

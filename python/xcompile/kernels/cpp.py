@@ -83,6 +83,7 @@ CPP_OPS = {
 for _f in ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos",
            "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "lgamma"):
     CPP_OPS[_f] = f"xc_{_f}({{0}})"
+CPP_OPS["erf_approx"] = "xc_erf_approx({0})"
 
 
 @dataclasses.dataclass(frozen=True)

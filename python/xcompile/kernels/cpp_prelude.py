@@ -1,6 +1,8 @@
 """The C++ text every generated kernel starts with: scalar helpers with torch's semantics
 (NaN-propagating max/min, Python-style floor division and remainder, half and bfloat16
-conversions) and libm declarations that let g++ vectorize math calls through libmvec."""
+conversions), inline branch-free float exp/tanh/sigmoid and GELU's erf (faster than libmvec's calls:
+they vectorize in place) and libm declarations that let g++ vectorize other math calls
+through libmvec."""
 from __future__ import annotations
 
 import ctypes.util
@@ -31,11 +33,16 @@ def _decls(simd: bool) -> str:
     return "\n".join(out)
 
 
+# float versions written out below (inline, vectorizable, no libmvec call)
+INLINE_FLOAT = ("exp", "tanh")
+
+
 def _wrappers() -> str:
     out = []
     for f in MVEC_FUNCS + PLAIN_FUNCS:
-        out.append(f"static inline float xc_{f}(float a) {{ return {f}f(a); }} "
-                   f"static inline double xc_{f}(double a) {{ return {f}(a); }}")
+        if f not in INLINE_FLOAT:
+            out.append(f"static inline float xc_{f}(float a) {{ return {f}f(a); }} ")
+        out.append(f"static inline double xc_{f}(double a) {{ return {f}(a); }}")
     for f in MVEC_FUNCS2 + PLAIN_FUNCS2:
         out.append(f"static inline float xc_{f}(float a, float b) {{ return {f}f(a, b); }} "
                    f"static inline double xc_{f}(double a, double b) {{ return {f}(a, b); }}")
@@ -65,7 +72,67 @@ template <typename T> static inline T xc_abs(T a) { return a < 0 ? (T)-a : a; }
 static inline bool xc_abs(bool a) { return a; }
 static inline float xc_copysign(float a, float b) { return __builtin_copysignf(a, b); }
 static inline double xc_copysign(double a, double b) { return __builtin_copysign(a, b); }
-static inline float xc_sigmoid(float a) { return 1.0f / (1.0f + expf(-a)); }
+static inline float xc_bits2f(int32_t i) { float f; __builtin_memcpy(&f, &i, 4); return f; }
+static inline int32_t xc_f2bits(float f) { int32_t i; __builtin_memcpy(&i, &f, 4); return i; }
+// exp: x = n ln2 + r with |r| <= ln2/2 (n rounded by the 1.5 * 2^23 shifter, whose low mantissa
+// bits are then n), exp(r) by Cephes' degree-6 polynomial, 2^n added to the exponent bits.
+// Results that are subnormal take 2^(n+25) * 2^-25 (one rounding); overflow gives inf, below
+// the smallest subnormal 0, NaN stays NaN. Within 1 ulp; branch-free, so loops vectorize.
+static inline float xc_exp(float x) {
+  const float shifter = 12582912.0f;
+  float t = __builtin_fmaf(x, 1.44269504088896341f, shifter);
+  float n = t - shifter;
+  int32_t ni = xc_f2bits(t) - 0x4b400000;
+  float r = __builtin_fmaf(n, -0.693145751953125f, x);
+  r = __builtin_fmaf(n, -1.428606765330187045e-06f, r);
+  float p = 1.9875691500e-4f;
+  p = __builtin_fmaf(p, r, 1.3981999507e-3f);
+  p = __builtin_fmaf(p, r, 8.3334519073e-3f);
+  p = __builtin_fmaf(p, r, 4.1665795894e-2f);
+  p = __builtin_fmaf(p, r, 1.6666665459e-1f);
+  p = __builtin_fmaf(p, r, 5.0000001201e-1f);
+  p = __builtin_fmaf(p, r * r, r) + 1.0f;
+  bool tiny = ni < -125;
+  float y = xc_bits2f(xc_f2bits(p) + ((tiny ? ni + 25 : ni) << 23));
+  y = tiny ? y * 2.98023223876953125e-8f : y;
+  y = x >= 88.72283935546875f ? __builtin_inff() : y;   // exp of it rounds to inf
+  y = x < -103.972084045410f ? 0.0f : y;
+  return x != x ? x : y;
+}
+// erf for GELU (ops.erf_approx): x * P(x^2) / Q(x^2) on [-4, 4] (Eigen's rational), +-1 beyond
+// 3.92 (where erf rounds to 1): within 6 ulp, no exp -- 2x faster than libmvec's erff. Eager's
+// GELU uses an Abramowitz-Stegun erf (off by up to 5e-7); torch.erf keeps libmvec's (1 ulp).
+static inline double xc_erf_approx(double a) { return erf(a); }
+static inline float xc_erf_approx(float a) {
+  float x = a < -4.f ? -4.f : (a > 4.f ? 4.f : a);
+  float x2 = x * x;
+  float p = __builtin_fmaf(x2, -2.72614225801306e-10f, 2.77068142495902e-08f);
+  p = __builtin_fmaf(x2, p, -2.10102402082508e-06f);
+  p = __builtin_fmaf(x2, p, -5.69250639462346e-05f);
+  p = __builtin_fmaf(x2, p, -7.34990630326855e-04f);
+  p = __builtin_fmaf(x2, p, -2.95459980854025e-03f);
+  p = __builtin_fmaf(x2, p, -1.60960333262415e-02f);
+  float q = __builtin_fmaf(x2, -1.45660718464996e-05f, -2.13374055278905e-04f);
+  q = __builtin_fmaf(x2, q, -1.68282697438203e-03f);
+  q = __builtin_fmaf(x2, q, -7.37332916720468e-03f);
+  q = __builtin_fmaf(x2, q, -1.42647390514189e-02f);
+  float y = x * (p / q);
+  y = __builtin_fabsf(a) >= 3.92f ? __builtin_copysignf(1.0f, a) : y;
+  return a != a ? a : y;
+}
+// tanh: Cephes' odd polynomial below |x| = 0.625, else sign(x) (1 - 2 / (exp(2|x|) + 1)).
+static inline float xc_tanh(float a) {
+  float z = a * a;
+  float s = __builtin_fmaf(-5.70498872745e-3f, z, 2.06390887954e-2f);
+  s = __builtin_fmaf(s, z, -5.37397155531e-2f);
+  s = __builtin_fmaf(s, z, 1.33314422036e-1f);
+  s = __builtin_fmaf(s, z, -3.33332819422e-1f);
+  s = __builtin_copysignf(__builtin_fmaf(s * z, a, a), a);
+  float b = __builtin_fabsf(a);
+  float l = __builtin_copysignf(1.0f - 2.0f / (xc_exp(2.0f * b) + 1.0f), a);
+  return b < 0.625f ? s : l;
+}
+static inline float xc_sigmoid(float a) { return 1.0f / (1.0f + xc_exp(-a)); }
 static inline double xc_sigmoid(double a) { return 1.0 / (1.0 + exp(-a)); }
 template <typename T> static inline T xc_reciprocal(T a) { return (T)1 / a; }
 template <typename T> static inline T xc_relu(T a) { return a < 0 ? (T)0 : a; }

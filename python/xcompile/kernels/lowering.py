@@ -383,7 +383,7 @@ def gelu_fn(ops, dt, a, approximate="none"):
         inner = ops.mul(_c(ops, math.sqrt(2.0 / math.pi), dt),
                         ops.add(a, ops.mul(_c(ops, 0.044715, dt), ops.mul(a, ops.mul(a, a)))))
         return ops.mul(ops.mul(half, a), ops.add(_c(ops, 1.0, dt), ops.tanh(inner)))
-    cdf = ops.add(_c(ops, 1.0, dt), ops.erf(ops.mul(a, _c(ops, math.sqrt(0.5), dt))))
+    cdf = ops.add(_c(ops, 1.0, dt), ops.erf_approx(ops.mul(a, _c(ops, math.sqrt(0.5), dt))))
     return ops.mul(ops.mul(a, half), cdf)
 
 
