@@ -140,11 +140,8 @@ def _model_output(x):
     return o[0] * o["hidden"] + o.to_tuple()[1]
 
 
-# FH1: a dict subclass made in the frame is a graph break at the constructor and at every method, and
-# the resume functions recompile on every call; torch.compile: 1 graph.
-case("hf_model_output_dict_subclass", lambda: _model_output, lambda i: (torch.randn(3),), 1, calls=3,
-     marks=(pytest.mark.xfail(strict=True, reason="FH1: dict subclasses made in the frame are not traced"),
-            pytest.mark.filterwarnings("ignore:xcompile hit config.cache_size_limit")))
+# FH1 (fixed): a dict subclass made in the frame is a traced value; torch.compile: 1 graph.
+case("hf_model_output_dict_subclass", lambda: _model_output, lambda i: (torch.randn(3),), 1, calls=3)
 
 
 def _causal_mask(x, mask):

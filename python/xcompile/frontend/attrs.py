@@ -1,8 +1,10 @@
 """Attribute reads on symbolic values (LOAD_ATTR), one function per value class."""
 from __future__ import annotations
 
+import collections
 import functools
 import inspect
+import operator
 import types
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -100,9 +102,26 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
         return PartialValue(BuiltinValue(object.__setattr__), [obj_v], {})
     if raw is object.__init__ and name == "__init__":                     # super().__init__()
         return PartialValue(BuiltinValue(_object_init), [obj_v], {})
+    if isinstance(obj_v, NewObjectValue) and obj_v.storage is not None and \
+            getattr(raw, "__objclass__", None) in (dict, collections.OrderedDict):
+        return storage_method(obj_v.storage, name)          # dict.keys(self), super().__setitem__...
     if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
         raise Unsupported(f"calling builtin method {name!r} of {obj_v.describe()}")
     return None
+
+
+def storage_method(storage: DictValue, name: str) -> Value:
+    """A builtin dict method bound to the dict storage of a dict subclass made in the frame."""
+    from .values import PartialValue
+    ops = {"__getitem__": operator.getitem, "__setitem__": operator.setitem, "__delitem__": operator.delitem,
+           "__len__": len, "__iter__": iter}
+    if name in ops:
+        return PartialValue(BuiltinValue(ops[name]), [storage], {})
+    if name == "__init__":                                   # dict.__init__(self, *a, **kw) == update
+        return ObjectMethodValue(storage, "update")
+    if name.startswith("__") and name != "__contains__":
+        raise Unsupported(f"calling builtin method dict.{name} of a dict subclass")
+    return ObjectMethodValue(storage, name)
 
 
 def object_attr(tx: "Tracer", v: Value, obj: Any, name: str, *, covered: bool,

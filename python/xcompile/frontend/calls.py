@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import abc
+import collections
 import contextlib
 import types
 from typing import TYPE_CHECKING, Any, Callable
@@ -22,6 +23,7 @@ from .values import (
     ClassValue,
     ConstantValue,
     ContextExitValue,
+    DictValue,
     FunctionValue,
     GradModeValue,
     ModuleValue,
@@ -195,16 +197,36 @@ def _is_plain_user_class(cls) -> bool:
         return False
     if cls.__module__ == "builtins" or issubclass(cls, torch.nn.Module) or "__slots__" in cls.__dict__:
         return False
-    if cls.__new__ is not object.__new__ or cls.__getattribute__ is not object.__getattribute__:
+    base = dict_base(cls)
+    if cls.__new__ is not (object.__new__ if base is None else dict.__new__) or \
+            cls.__getattribute__ not in (object.__getattribute__, dict.__getattribute__):
         return False
     if cls.__setattr__ is not object.__setattr__ and not isinstance(cls.__setattr__, types.FunctionType):
         return False                          # a Python __setattr__ (frozen dataclasses) is inlined
     return \
-        all(k.__module__ != "builtins" or k is object for k in cls.__mro__)
+        all(k.__module__ != "builtins" or k in (object, dict) for k in cls.__mro__)
+
+
+def dict_base(cls: type) -> type | None:
+    """dict or OrderedDict for a user subclass of them (HF ModelOutput), else None (also for
+    defaultdict and other builtin dict subclasses, which stay unsupported)."""
+    if not issubclass(cls, dict) or cls in (dict, collections.OrderedDict):
+        return None
+    builtin_bases = [k for k in cls.__mro__ if k.__module__ in ("builtins", "collections") and k is not object]
+    if builtin_bases in ([dict], [collections.OrderedDict, dict]):
+        return builtin_bases[0]
+    return None
 
 
 def _construct(tx: "Tracer", cls: type, args, kwargs) -> Value:
     obj = NewObjectValue(cls)
+    base = dict_base(cls)
+    if base is not None:
+        obj.storage = DictValue({}, cls=base)
+        if cls.__init__ is base.__init__:        # the builtin dict constructor fills the storage
+            from .container_methods import call_object_method
+            call_object_method(tx, ObjectMethodValue(obj.storage, "update"), list(args), dict(kwargs))
+            return obj
     init = cls.__init__
     if init is object.__init__:
         if args or kwargs:

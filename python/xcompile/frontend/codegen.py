@@ -74,8 +74,12 @@ def _make_function(code, globals_, defaults, closure, kwdefaults=None):
     return f
 
 
-def _new_object(cls, attrs: dict):
-    obj = object.__new__(cls)
+def _new_object(cls, attrs: dict, base=None, items=()):
+    """An instance of ``cls`` without running its __init__; a dict subclass gets its contents
+    through the builtin base's __setitem__ (not the class's own)."""
+    obj = object.__new__(cls) if base is None else base.__new__(cls)
+    for k, v in items:
+        base.__setitem__(obj, k, v)
     obj.__dict__.update(attrs)
     return obj
 
@@ -330,8 +334,12 @@ def _super(b: RunnerBuilder, v: SuperValue) -> str:
 
 
 def _new_object_value(b: RunnerBuilder, v: NewObjectValue) -> str:
-    name = b.assign(f"new_object({b.const(v.cls)}, {{}})")
+    base = "" if v.storage is None else f", {b.const(v.storage.cls)}"
+    name = b.assign(f"new_object({b.const(v.cls)}, {{}}{base})")
     b._memo[id(v)] = name                       # attributes may refer back to the object
+    if v.storage is not None:
+        for k, x in v.storage.items.items():
+            b.emit(f"{b.const(v.storage.cls)}.__setitem__({name}, {b.const(k)}, {b.expr(x)})")
     for k, x in v.attrs.items():
         b.emit(f"{name}.__dict__[{k!r}] = {b.expr(x)}")
     return name

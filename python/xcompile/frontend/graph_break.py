@@ -267,6 +267,8 @@ def _built_ids(steps) -> set[int]:
             ids.add(spec[1])
             for p in spec[3].values():
                 walk(p)
+            for p in (spec[4][2] if len(spec) > 4 and spec[4] is not None else ()):
+                walk(p)
 
     for step in steps:
         kind = step[0]

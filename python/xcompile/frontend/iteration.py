@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .exc import Unsupported
+from .values import dict_storage
 from .values import (
     ConstantValue,
     DictValue,
@@ -75,6 +76,8 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
     it = call_dunder(tx, v, "__iter__", [])            # user classes: __iter__ (often a generator)
     if it is not NOT_DEFINED:
         return items_of(tx, it)
+    if dict_storage(v) is not v:                       # a dict subclass made in the frame
+        return items_of(tx, dict_storage(v))
     raise Unsupported(f"iterating over {v.describe()}")
 
 
@@ -110,4 +113,6 @@ def length_of(tx: "Tracer", v: Value) -> int:
         ok, c = as_constant(n)
         if ok and isinstance(c, int):
             return c
+    elif dict_storage(v) is not v:
+        return len(dict_storage(v).items)
     raise Unsupported(f"len() of {v.describe()}")

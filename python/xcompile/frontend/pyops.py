@@ -12,6 +12,7 @@ from . import scalars
 from .exc import PythonError, Unsupported
 from .iteration import items_of
 from .scalars import is_sym
+from .values import dict_storage
 from .values import (
     ConstantValue,
     DictValue,
@@ -182,6 +183,8 @@ def truth(tx: "Tracer", v: Value) -> bool:
         r = call_dunder(tx, v, name, [])
         if r is not NOT_DEFINED:
             return truth(tx, r)
+    if dict_storage(v) is not v:                          # a dict subclass made in the frame
+        return truth(tx, dict_storage(v))
     obj = real_object(v)
     if obj is not None and isinstance(obj, torch.nn.Module):
         from .iteration import length_of
@@ -217,6 +220,7 @@ def contains(tx: "Tracer", item: Value, container: Value) -> bool:
     r = call_dunder(tx, container, "__contains__", [item])
     if r is not NOT_DEFINED:
         return truth(tx, r)
+    container = dict_storage(container)
     if isinstance(container, SetValue):
         return set_member(container.items, item)
     if isinstance(container, DictValue):
@@ -254,6 +258,7 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
     r = call_dunder(tx, container, "__getitem__", [key])
     if r is not NOT_DEFINED:
         return r
+    container = dict_storage(container)
     if isinstance(container, TensorValue):
         return tx.gb.call("call_function", operator.getitem, (container, key))
     if isinstance(container, ModuleValue):
@@ -290,6 +295,7 @@ def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
     from .user_objects import NOT_DEFINED, call_dunder
     if call_dunder(tx, container, "__setitem__", [key, value]) is not NOT_DEFINED:
         return
+    container = dict_storage(container)
     if isinstance(container, TensorValue):
         tx.gb.call("call_function", operator.setitem, (container, key, value))
         return
@@ -314,6 +320,7 @@ def delitem(tx: "Tracer", container: Value, key: Value) -> None:
     from .user_objects import NOT_DEFINED, call_dunder
     if call_dunder(tx, container, "__delitem__", [key]) is not NOT_DEFINED:
         return
+    container = dict_storage(container)
     ok, k = as_constant(key)
     if ok and isinstance(container, (ListValue, DictValue)):
         note_mutation(tx, container)

@@ -288,7 +288,8 @@ def _store_line(code: types.CodeType, name: str) -> str | None:
 
 # -- value specs (the same nesting as the output spec, plus rebuilt objects) ----------------------------
 #   ("out", i) | ("slot", k) | ("const", v) | ("tuple"/"list"/"set", id, [specs])
-#   | ("namedtuple", id, cls, [specs]) | ("dict", id, [keys], [specs]) | ("object", id, cls, {name: spec})
+#   | ("namedtuple", id, cls, [specs]) | ("dict", id, [keys], [specs]) | ("object", id, cls, {name: spec}, storage)
+#   (storage: None, or (dict | OrderedDict, [keys], [specs]) for a dict subclass made in the frame)
 # ``id`` makes one value built in the frame one object per apply, however often it is stored.
 
 class SpecBuilder:
@@ -352,7 +353,9 @@ class SpecBuilder:
             factory = None if v.default_factory is None else self.value(v.default_factory)
             return ("dict", id(v), list(v.items), [self.value(i) for i in v.items.values()], v.cls, factory)
         if isinstance(v, NewObjectValue):
-            return ("object", id(v), v.cls, {n: self.value(a) for n, a in v.attrs.items()})
+            storage = None if v.storage is None else \
+                (v.storage.cls, list(v.storage.items), [self.value(i) for i in v.storage.items.values()])
+            return ("object", id(v), v.cls, {n: self.value(a) for n, a in v.attrs.items()}, storage)
         obj = real_object(v)
         if obj is not None:
             return ("const", obj)
@@ -412,7 +415,11 @@ class EffectPlan:
                 r = memo[key] = cls(val(factory)) if factory is not None else cls()
                 r.update(zip(spec[2], [val(p) for p in spec[3]]))
             elif kind == "object":
-                r = memo[key] = object.__new__(spec[2])
+                storage = spec[4]
+                r = memo[key] = object.__new__(spec[2]) if storage is None else storage[0].__new__(spec[2])
+                if storage is not None:
+                    for k, p in zip(storage[1], storage[2]):
+                        storage[0].__setitem__(r, k, val(p))
                 for n, p in spec[3].items():
                     object.__setattr__(r, n, val(p))
             else:  # pragma: no cover

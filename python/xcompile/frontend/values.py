@@ -499,16 +499,26 @@ class UserObjectValue(Value):
 
 @dataclass(eq=False)
 class NewObjectValue(Value):
-    """An instance of a plain user class created inside the trace; its attributes live here."""
+    """An instance of a plain user class created inside the trace; its attributes live here.
+    A dict / OrderedDict subclass (HF ``ModelOutput``) keeps its dict contents in ``storage``, a
+    DictValue of the builtin base class (``dict_storage`` substitutes it for dict operations)."""
 
     cls: type
     attrs: dict[str, Value] = field(default_factory=dict)
+    storage: Any = None                      # DictValue for dict subclasses, else None
 
     def python_type(self) -> type:
         return self.cls
 
     def describe(self) -> str:
         return f"new {self.cls.__qualname__} object"
+
+
+def dict_storage(v: Value) -> Value:
+    """The DictValue behind a dict subclass made in the frame; ``v`` itself otherwise."""
+    if isinstance(v, NewObjectValue) and v.storage is not None:
+        return v.storage
+    return v
 
 
 def real_object(v: Value) -> Any:
