@@ -34,6 +34,25 @@ if hasattr(aten, "rms_norm"):
 DECOMPOSITIONS = get_decompositions(_DECOMPOSE)
 
 
+def _softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
+    """torch's decomposition (a contiguous result, as eager's), but scaled by 1/sum as eager's
+    kernel does: one division per row, not per element."""
+    from torch._decomp import decompositions as tdec
+    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
+    x = x.contiguous()
+    computation_dtype, result_dtype = elementwise_dtypes(
+        x, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)
+    x = x.to(computation_dtype)
+    amax = getattr(tdec, "_softmax_unbacked_safe_amax", None)
+    x_max = amax(x, dim) if amax is not None else torch.amax(x, dim, keepdim=True)
+    unnormalized = torch.exp(x - x_max)
+    result = unnormalized * torch.reciprocal(torch.sum(unnormalized, dim, keepdim=True))
+    return result if half_to_float else result.to(result_dtype)
+
+
+DECOMPOSITIONS[aten._softmax.default] = _softmax
+
+
 def _mutates(gm: torch.fx.GraphModule) -> bool:
     for n in gm.graph.nodes:
         if n.op == "call_function":
