@@ -102,8 +102,11 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
         return PartialValue(BuiltinValue(object.__setattr__), [obj_v], {})
     if raw is object.__init__ and name == "__init__":                     # super().__init__()
         return PartialValue(BuiltinValue(_object_init), [obj_v], {})
-    if isinstance(obj_v, NewObjectValue) and obj_v.storage is not None and \
+    if isinstance(obj_v, (NewObjectValue, UserObjectValue)) and obj_v.storage is not None and \
             getattr(raw, "__objclass__", None) in (dict, collections.OrderedDict):
+        if name == "copy" and obj_v.storage.cls is collections.OrderedDict:   # self.__class__(self)
+            from .values import PartialValue
+            return PartialValue(ClassValue(cls), [obj_v], {})
         return storage_method(obj_v.storage, name)          # dict.keys(self), super().__setitem__...
     if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
         raise Unsupported(f"calling builtin method {name!r} of {obj_v.describe()}")
@@ -178,7 +181,8 @@ def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
     stored = stored_attribute(tx, v.obj, name, v)
     if stored is not None:                        # assigned earlier in this trace
         return stored
-    if type(v.obj).__getattribute__ not in (object.__getattribute__, BaseException.__getattribute__):
+    if type(v.obj).__getattribute__ not in (object.__getattribute__, BaseException.__getattribute__,
+                                            dict.__getattribute__):
         raise Unsupported(f"attribute read on {v.describe()}, which defines __getattribute__")
     r = object_attr(tx, v, v.obj, name, covered=False)
     if r is _MISSING:

@@ -17,6 +17,7 @@ from .attrs import AttrMissing, load_attr
 from .exc import PythonError, Unsupported
 from .iteration import get_iter, items_of, length_of
 from .pyops import as_constant, binary_op, fold, getitem, truth, unary_op
+from .values import dict_storage
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -240,11 +241,31 @@ def _list(tx, args, kwargs):
     return ListValue(items_of(tx, args[0]) if args else [])
 
 
+def mapping_source(tx, v: Value) -> Value:
+    """What dict(v) / d.update(v) read from a dict subclass made in the frame, as CPython's
+    dict_merge: the storage itself for a dict subclass without __iter__, else keys() and
+    v[k] (OrderedDict subclasses, overridden methods) collected into a DictValue."""
+    if dict_storage(v) is v or not isinstance(v, (NewObjectValue, UserObjectValue)):
+        return v
+    from .user_objects import defines
+    if v.storage.cls is dict and not defines(v, "__iter__"):
+        return v.storage
+    from .calls import call_value
+    keys = items_of(tx, call_value(tx, load_attr(tx, v, "keys"), [], {}))
+    out: dict[Any, Value] = {}
+    for k in keys:
+        ok, kc = as_constant(k)
+        if not ok:
+            raise Unsupported("dict() of a mapping with non-constant keys")
+        out[kc] = getitem(tx, v, k)
+    return DictValue(out)
+
+
 @builtin(dict)
 def _dict(tx, args, kwargs):
     items: dict[Any, Value] = {}
     if args:
-        src = args[0]
+        src = mapping_source(tx, args[0])
         if isinstance(src, DictValue):
             items.update({k: tx.resolve(v) for k, v in src.items.items()})
         else:

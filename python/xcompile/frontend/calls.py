@@ -37,6 +37,7 @@ from .values import (
     TorchOpValue,
     UserObjectValue,
     Value,
+    dict_storage,
 )
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return _make_exception(cls, args, kwargs)
     from .builtins_rules import BUILTINS
-    if _is_plain_user_class(cls) and cls not in BUILTINS:
+    if is_plain_user_class(cls) and cls not in BUILTINS:
         return _construct(tx, cls, args, kwargs)
     return _builtin(tx, v, args, kwargs)
 
@@ -192,7 +193,7 @@ def _make_exception(cls: type, args, kwargs) -> Value:
         raise PythonError.of(e) from e
 
 
-def _is_plain_user_class(cls) -> bool:
+def is_plain_user_class(cls) -> bool:
     if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or rules.is_trusted_module_name(cls.__module__):
         return False
     if cls.__module__ == "builtins" or issubclass(cls, torch.nn.Module) or "__slots__" in cls.__dict__:
@@ -262,9 +263,16 @@ def _context_exit(tx: "Tracer", v: ContextExitValue, args, kwargs) -> Value:
     return ConstantValue(None)
 
 
+_DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType)
+
+
 def _user_object(tx: "Tracer", v: UserObjectValue, args, kwargs) -> Value:
     from .attrs import bind_class_member, class_member_source, mro_lookup
     cls = type(v.obj)
+    if getattr(v.obj, "__objclass__", None) in (dict, collections.OrderedDict) and args and \
+            isinstance(dict_storage(args[0]), DictValue) and isinstance(v.obj, _DESCRIPTORS):
+        from .attrs import storage_method                 # dict.__setitem__(self, k, v) in a subclass
+        return call_value(tx, storage_method(dict_storage(args[0]), v.obj.__name__), args[1:], kwargs)
     idx, raw = mro_lookup(cls, "__call__")
     if idx < 0 or raw is object.__call__:
         raise Unsupported(f"{v.describe()} is not callable")

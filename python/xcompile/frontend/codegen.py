@@ -84,6 +84,12 @@ def _new_object(cls, attrs: dict, base=None, items=()):
     return obj
 
 
+def _dict_item(obj, key):
+    """``obj[key]`` as the guards read it: a dict subclass's own __getitem__ is not run (its
+    storage is what the trace read)."""
+    return dict.__getitem__(obj, key) if isinstance(obj, dict) else obj[key]
+
+
 def _enter(ctx):
     ctx.__enter__()
     return ctx.__exit__
@@ -105,7 +111,7 @@ class RunnerBuilder:
             "G": tx.frame_state.f_globals, "B": tx.frame_state.f_builtins, "torch": torch,
             "make_function": _make_function, "new_object": _new_object, "enter": _enter,
             "MethodType": types.MethodType, "CellType": types.CellType, "partial": functools.partial,
-            "sys": sys,
+            "sys": sys, "dict_item": _dict_item,
         }
         self.lines: list[str] = []
         self.outputs: list[TensorValue] = []
@@ -159,7 +165,9 @@ class RunnerBuilder:
                 return f"{base}.{src.attr}"
             return f"getattr({base}, {src.attr!r})"
         if isinstance(src, ItemSource):
-            return f"{self.source(src.base)}[{self.const(src.key)}]"
+            if type(src.key) is int:                # list / tuple items (dicts with int keys too)
+                return f"{self.source(src.base)}[{self.const(src.key)}]"
+            return f"dict_item({self.source(src.base)}, {self.const(src.key)})"
         raise CannotResume(f"cannot reload a value from source {src!r}")
 
     def load(self, src: Source) -> str:

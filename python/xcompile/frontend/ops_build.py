@@ -112,7 +112,8 @@ def map_add(f: Frame, inst: Instr) -> None:
 
 @handler("DICT_UPDATE", "DICT_MERGE")
 def dict_update(f: Frame, inst: Instr) -> None:
-    other = f.pop()
+    from .builtins_rules import mapping_source
+    other = mapping_source(f.tx, f.tx.resolve(f.pop()))  # a dict subclass: its storage / keys()
     target = f.peek(inst.arg)
     if not isinstance(other, DictValue):
         raise Unsupported(f"** unpacking of {other.describe()}")

@@ -3,6 +3,7 @@ truthiness and subscripts.  Tensors become graph ops, constants fold, containers
 handled structurally."""
 from __future__ import annotations
 
+import collections
 import operator
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -122,11 +123,37 @@ def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
             return ListValue(items * n.value) if isinstance(seq, ListValue) else TupleValue(items * n.value)
     if ca and cb and op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
         return fold(op, va, vb)
+    if op in (operator.eq, operator.ne) and (isinstance(dict_storage(a), DictValue) or
+                                             isinstance(dict_storage(b), DictValue)):
+        eq = _dict_eq(dict_storage(a), dict_storage(b))
+        if eq is not None:
+            return ConstantValue(eq if op is operator.eq else not eq)
     if op in (operator.eq, operator.ne):
         same = _same_object(a, b)
         if same is not None:
             return ConstantValue(same if op is operator.eq else not same)
     raise Unsupported(f"operator {getattr(op, '__name__', op)} on {a.describe()} and {b.describe()}")
+
+
+def _dict_eq(a: Value, b: Value) -> bool | None:
+    """``a == b`` for dicts (and dict subclasses made in the frame) when it is known at trace time:
+    different keys, or constant values (OrderedDicts compare in order); None when it is not."""
+    if a is b:
+        return True
+    if not isinstance(a, DictValue) or not isinstance(b, DictValue):
+        return False if isinstance(a, (TupleValue, ListValue, SetValue, TensorValue)) or \
+            isinstance(b, (TupleValue, ListValue, SetValue, TensorValue)) else None
+    ordered = issubclass(a.cls, collections.OrderedDict) and issubclass(b.cls, collections.OrderedDict)
+    if (list(a.items) if ordered else set(a.items)) != (list(b.items) if ordered else set(b.items)):
+        return False
+    for k in a.items:
+        ok_a, ca = as_constant(a.items[k])
+        ok_b, cb = as_constant(b.items[k])
+        if not (ok_a and ok_b):
+            return None
+        if ca != cb:
+            return False
+    return True
 
 
 def _same_object(a: Value, b: Value) -> bool | None:

@@ -32,6 +32,8 @@ the replacement code of a frame with graph breaks calls ``EffectPlan.apply`` its
 """
 from __future__ import annotations
 
+import collections
+
 import dis
 import types
 import weakref
@@ -365,6 +367,9 @@ class SpecBuilder:
 
 # -- applying --------------------------------------------------------------------------------------------
 
+_PLAIN_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
 class EffectPlan:
     """The recorded side effects of one trace, ready to apply after the graph ran."""
 
@@ -441,8 +446,14 @@ class EffectPlan:
             elif kind == "dict":
                 target = val(step[1])
                 new = list(zip(step[2], [val(p) for p in step[3]]))
-                target.clear()
-                target.update(new)
+                if type(target) in _PLAIN_DICTS:
+                    target.clear()
+                    target.update(new)
+                else:                             # a user dict subclass: its own __setitem__ ran
+                    base = collections.OrderedDict if isinstance(target, collections.OrderedDict) else dict
+                    base.clear(target)            # while tracing; write the storage only
+                    for k, x in new:
+                        base.__setitem__(target, k, x)
             elif kind == "attrs":                 # a user __setattr__ already ran while tracing
                 target = val(step[1])
                 cls = torch.nn.Module if step[3] else object

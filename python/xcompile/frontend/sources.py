@@ -104,4 +104,5 @@ class ItemSource(Source):
         return f"{self.base.name()}[{self.key!r}]"
 
     def fetch(self, *frame):
-        return self.base.fetch(*frame)[self.key]
+        base = self.base.fetch(*frame)
+        return dict.__getitem__(base, self.key) if isinstance(base, dict) else base[self.key]

@@ -484,11 +484,14 @@ class SuperValue(Value):
 
 @dataclass(eq=False)
 class UserObjectValue(Value):
-    """Any other Python object from a source: attributes are read through it, with guards."""
+    """Any other Python object from a source: attributes are read through it, with guards.
+    A user dict subclass (HF ``ModelOutput`` passed in) has its dict contents in ``storage``,
+    a DictValue of the builtin base class whose items are read with guards like a dict's."""
 
     obj: Any
     source: Source | None = None
     covered: bool = False
+    storage: Any = None
 
     def python_type(self) -> type:
         return type(self.obj)
@@ -516,7 +519,7 @@ class NewObjectValue(Value):
 
 def dict_storage(v: Value) -> Value:
     """The DictValue behind a dict subclass made in the frame; ``v`` itself otherwise."""
-    if isinstance(v, NewObjectValue) and v.storage is not None:
+    if isinstance(v, (NewObjectValue, UserObjectValue)) and v.storage is not None:
         return v.storage
     return v
 

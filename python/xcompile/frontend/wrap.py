@@ -142,6 +142,24 @@ def _partial(tx, obj: functools.partial, source, covered) -> Value:
     return PartialValue(func, args, kwargs)
 
 
+def _is_dict_subclass(obj) -> bool:
+    from .calls import dict_base, is_plain_user_class
+    return isinstance(obj, dict) and dict_base(type(obj)) is not None and is_plain_user_class(type(obj))
+
+
+def _dict_subclass(tx, obj, source, covered) -> Value:
+    """A user dict subclass from outside (HF ModelOutput): a user object whose dict contents are
+    a DictValue (keys guarded as a dict's; writes replayed through the builtin base class)."""
+    from .calls import dict_base
+    v = _user_object(tx, obj, source, covered)
+    storage = _dict(tx, obj, source, True)
+    storage.cls = dict_base(type(obj))
+    if source is None:
+        tx.side_effects.unreachable(storage)
+    v.storage = storage
+    return v
+
+
 def _user_object(tx, obj, source, covered) -> Value:
     if _needs_guard(source, covered):
         if isinstance(_root(source), (GlobalSource, ClosureSource)):
@@ -208,6 +226,7 @@ _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
     (_is_container_method, _container_method),
     (lambda o: _is_hashable(o) and _is_builtin_callable(o),
      _identity_guarded(lambda o, s: BuiltinValue(o, source=s))),
+    (_is_dict_subclass, _dict_subclass),
     (lambda o: True, _user_object),
 ]
 
