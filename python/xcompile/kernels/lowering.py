@@ -279,6 +279,10 @@ for _name in ("logical_and", "logical_or", "logical_xor"):
 @register(aten.pow.Tensor_Scalar)
 def _pow_scalar(L, node, x, e):
     val = out_meta(node)
+    if isinstance(e, bool) and x.dtype == torch.bool:
+        # eager keeps bool ** bool a bool (result_type); the meta kernel says int64
+        return pointwise(L, node, [x], (lambda ops, dt, a: a) if e else
+                         (lambda ops, dt, a: ops.constant(True, torch.bool)), out_dtype=torch.bool)
     if val.dtype.is_floating_point or (isinstance(e, int) and 0 <= e <= 8):
         if e == 2:
             return pointwise(L, node, [x], lambda ops, dt, a: ops.mul(a, a), K.BOOL_TO_LONG)
