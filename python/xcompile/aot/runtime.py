@@ -133,7 +133,7 @@ class CompiledProgram:
         self._simple = (not self._mutated and all(k is OutputKind.PLAIN for k in kinds)
                         and [o.index for o in schema.outputs] == list(range(len(kinds)))
                         and len(kinds) == n)
-        self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset, o.base_stride)
+        self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset, o.base_stride, o.detach)
                                for o in schema.outputs)
 
     # -- variants, built on first need
@@ -172,7 +172,7 @@ class CompiledProgram:
             else:
                 target.copy_(new)
         result: list = []
-        for kind, idx, size, stride, offset, base_stride in self._out_plan:
+        for kind, idx, size, stride, offset, base_stride, detach in self._out_plan:
             if kind is OutputKind.PLAIN:
                 result.append(fw_outs[idx])
             elif kind is OutputKind.INPUT_VIEW or kind is OutputKind.BASE_VIEW:
@@ -181,6 +181,8 @@ class CompiledProgram:
                     raise AotUnsupported(
                         f"aot: an output is a view of a tensor traced with strides {base_stride}, "
                         f"called with strides {base.stride()}; recompile for the new layout")
+                if detach:
+                    base = base.detach()
                 result.append(base.as_strided(size, stride, base.storage_offset() + offset))
             elif kind is OutputKind.IS_INPUT:
                 result.append(primals[idx])

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import torch
 from torch._dispatch.python import enable_python_dispatcher
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .functional import functionalization, has_data_mutation, has_metadata_mutation, to_functional
 
@@ -43,6 +44,7 @@ class OutputInfo:
     offset: int = 0            # storage offset relative to the base's storage offset
     deview: bool = False       # PLAIN output that is a view of a hidden intermediate
     base_stride: tuple[int, ...] = ()   # the base's strides when traced (views are rebuilt for these)
+    detach: bool = False       # INPUT_VIEW reached through detach(): shares the input's memory, no grad
 
     def describe(self) -> str:
         return f"{self.kind.value}[{self.index}]"
@@ -109,9 +111,11 @@ class Schema:
                 f"outputs=[{outs}], fw_outs={len(self.fw_outs)})")
 
 
-def _view_info(out: torch.Tensor, base: torch.Tensor, kind: OutputKind, index: int) -> OutputInfo:
+def _view_info(out: torch.Tensor, base: torch.Tensor, kind: OutputKind, index: int,
+               detach: bool = False) -> OutputInfo:
     return OutputInfo(kind, index, tuple(out.shape), tuple(out.stride()),
-                      out.storage_offset() - base.storage_offset(), base_stride=tuple(base.stride()))
+                      out.storage_offset() - base.storage_offset(), base_stride=tuple(base.stride()),
+                      detach=detach)
 
 
 def analyze(program, fake_primals: list, fake_mode) -> Schema:
@@ -144,6 +148,10 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
         if has_data_mutation(p):
             mutated.append(k)
     input_slot = {id(p): k for k, p in enumerate(fprimals)}
+    input_storage: dict = {}
+    for k, p in enumerate(fprimals):
+        if isinstance(p, torch.Tensor):
+            input_storage.setdefault(StorageWeakRef(p.untyped_storage()), k)
 
     infos: list[OutputInfo | None] = [None] * len(outs)
     groups: dict[int, list[int]] = {}       # id(root) -> user output indices
@@ -163,6 +171,11 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
             base = None                      # dtype-reinterpreting views are returned as plain tensors
         if base is not None and id(base) in input_slot:
             infos[i] = _view_info(o, base, OutputKind.INPUT_VIEW, input_slot[id(base)])
+            continue
+        k = input_storage.get(StorageWeakRef(o.untyped_storage()))
+        if k is not None and not o.requires_grad:
+            # ``x.detach()`` (and views of it) is no autograd view of x, yet shares its memory
+            infos[i] = _view_info(o, fprimals[k], OutputKind.INPUT_VIEW, k, detach=True)
             continue
         root = base if base is not None else o
         groups.setdefault(id(root), []).append(i)
