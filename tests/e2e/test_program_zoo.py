@@ -191,6 +191,24 @@ case("hf_rotary_cache_grows", Rotary, lambda i: (torch.randn(2, 3 + 3 * i, 8),),
      state=lambda m: (m.max_seq_len_cached, m.cos_cached, m.sin_cached))
 
 
+class RotaryRegister(Rotary):
+    """Old Llama rotary: the cache is rebuilt with register_buffer(persistent=False) inside forward
+    (FH7: ``_non_persistent_buffers_set.add`` on a set from outside the frame, two writes to
+    ``_buffers`` in one trace)."""
+
+    def _set_cos_sin_cache(self, seq_len):
+        self.max_seq_len_cached = seq_len
+        t = torch.arange(seq_len, dtype=self.inv_freq.dtype)
+        emb = torch.cat((torch.outer(t, self.inv_freq),) * 2, dim=-1)
+        self.register_buffer("cos_cached", emb.cos(), persistent=False)
+        self.register_buffer("sin_cached", emb.sin(), persistent=False)
+
+
+case("hf_rotary_register_buffer_in_forward", RotaryRegister, lambda i: (torch.randn(2, 3 + 3 * i, 8),), 3,
+     calls=3, state=lambda m: (m.max_seq_len_cached, m.cos_cached, m.sin_cached, dict(m._buffers),
+                               sorted(m._non_persistent_buffers_set), list(m.state_dict())))
+
+
 class DynamicCache:
     def __init__(self):
         self.key_cache, self.value_cache = [], []

@@ -172,8 +172,23 @@ def _tuple_method(tx, t: TupleValue, name: str, args, kwargs) -> Value:
     raise Unsupported(f"tuple.{name}")
 
 
+_BLIND_SET_MUTATORS = ("add", "discard", "update", "clear")   # need nothing of the set's contents
+
+
 def _set_method(tx, s: SetValue, name: str, args, kwargs) -> Value:
     from .pyops import set_add, set_member
+    if s.blind is not None and name in _BLIND_SET_MUTATORS:
+        from .pyops import note_mutation
+        new = [x for a in args for x in items_of(tx, a)] if name == "update" else args[:1]
+        for x in new:
+            if not _hashable_value(x):
+                raise PythonError.of(TypeError(f"unhashable type: {x.python_type().__name__!r}"))
+        note_mutation(tx, s)                       # a set from outside: recorded, never read
+        if name == "clear":
+            s.blind.ops = [("clear", None)]
+        else:
+            s.blind.ops.extend(("discard" if name == "discard" else "add", x) for x in new)
+        return ConstantValue(None)
     if name == "add":
         set_add(s, args[0])
     elif name == "update":
@@ -239,3 +254,16 @@ def call_object_method(tx, m: ObjectMethodValue, args: list[Value], kwargs: dict
         ckw = dict(zip(kwargs, _consts(list(kwargs.values()), m.name)))
         return fold(functools.partial(getattr(obj.value, m.name), **ckw), *cargs, what=m.name)
     raise Unsupported(f"method {m.name} of {obj.describe()}")
+
+
+def _hashable_value(v: Value) -> bool:
+    """May ``v`` go into a set (as the real object it stands for)?"""
+    if isinstance(v, (ListValue, DictValue, SetValue)):
+        return False
+    ok, c = as_constant(v)
+    if ok:
+        try:
+            hash(c)
+        except TypeError:
+            return False
+    return True

@@ -273,6 +273,7 @@ def _built_ids(steps) -> set[int]:
     for step in steps:
         kind = step[0]
         parts = {"list": step[2] if kind == "list" else (), "dict": step[3] if kind == "dict" else (),
+                 "set_ops": [p for _, p in step[2]] if kind == "set_ops" else (),
                  "attrs": [p for _, p in step[2]] if kind == "attrs" else (),
                  "global": [step[3]] if kind == "global" else (), "cell": [step[2]] if kind == "cell" else ()}
         for p in parts.get(kind, ()):

@@ -43,15 +43,27 @@ def module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
     tx.side_effects.module_read(m, name)
     d = m.__dict__
     if name in _STATE_DICTS:                      # the tree guard watches these dicts: contents covered
+        known = tx.memo.get(id(d[name]))          # one value per dict: writes (register_buffer) are
+        if known is not None:                     # seen by later reads and replayed once
+            return known[1]
         dsrc = AttrSource(src, name) if src is not None else None
         items = {k: LazyValue(x, ItemSource(dsrc, k) if dsrc is not None else None, True)
                  for k, x in d[name].items()}
-        return DictValue(items, source=dsrc, covered=True)
+        dv = DictValue(items, source=dsrc, covered=True)
+        tx.memo[id(d[name])] = (d[name], dv)
+        return dv
     r = object_attr(tx, v, m, name, covered=True, instance_dict=d)
     if r is not _MISSING:
         return r
     for dict_name in _STATE_DICTS:
         table = d.get(dict_name, {})
+        traced = tx.memo.get(id(table))
+        if traced is not None and isinstance(traced[1], DictValue):   # changed in this trace?
+            items = traced[1].items
+            if name not in items:
+                continue
+            if not isinstance(items[name], LazyValue):
+                return tx.resolve(items[name])
         if name in table:
             obj = table[name]
             if obj is None:

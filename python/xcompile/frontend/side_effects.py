@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from .exc import Unsupported
-from .sources import ItemSource, Source
+from .sources import AttrSource, ItemSource, Source
 from .values import (
     CellValue,
     ConstantValue,
@@ -99,6 +99,18 @@ class BlindList:
         return base + self.tail
 
 
+class BlindSet:
+    """What the trace did to a set from outside the frame (``SetValue.blind``), in order:
+    ``("add", v)``, ``("discard", v)``, ``("clear", None)``; replayed after the graph."""
+
+    def __init__(self, obj: set, source: Source | None):
+        self.obj, self.source = obj, source
+        self.ops: list[tuple[str, Any]] = []
+
+    def where(self) -> str:
+        return self.source.name() if self.source is not None else "reached through library code"
+
+
 class SideEffects:
     def __init__(self) -> None:
         self._targets: dict[Any, _Target] = {}            # key -> target, in first-change order
@@ -129,7 +141,7 @@ class SideEffects:
             return
         key = ("container", id(v))
         if key not in self._targets:
-            kind = "list" if isinstance(v, ListValue) else "dict"
+            kind = "list" if isinstance(v, ListValue) else "set" if isinstance(v, SetValue) else "dict"
             self._targets[key] = _Target(kind, v, v.source)
 
     def store_attr(self, obj_v: Value, obj: Any, name: str, value: Any) -> None:
@@ -165,6 +177,10 @@ class SideEffects:
         touched = False
         for t in self._targets.values():
             if t.kind == "dict":
+                touched = True
+                if isinstance(t.where, AttrSource) and t.where.attr in ("_parameters", "_buffers", "_modules"):
+                    return False              # register_buffer / _buffers[k] = t: the graph baked the old ones
+            if t.kind == "set":
                 touched = True
             if t.kind != "attrs" or not isinstance(real_object(t.value), torch.nn.Module):
                 continue
@@ -313,6 +329,9 @@ class SpecBuilder:
             if blind is not None:                      # never read: extend the real list
                 return ("list_tail", self.where(t.where), blind.cleared, [self.value(i) for i in blind.tail])
             return ("list", self.where(t.where), [self.value(i) for i in t.value.items])
+        if t.kind == "set":
+            ops = [(op, None if x is None else self.value(x)) for op, x in t.value.blind.ops]
+            return ("set_ops", self.where(t.where), ops)
         if t.kind == "dict":
             items = t.value.items
             return ("dict", self.where(t.where), list(items), [self.value(i) for i in items.values()])
@@ -454,6 +473,15 @@ class EffectPlan:
                     base.clear(target)            # while tracing; write the storage only
                     for k, x in new:
                         base.__setitem__(target, k, x)
+            elif kind == "set_ops":               # a set from outside: its add/discard/clear, in order
+                target = val(step[1])
+                for op, p in step[2]:
+                    if op == "clear":
+                        target.clear()
+                    elif op == "add":
+                        target.add(val(p))
+                    else:
+                        target.discard(val(p))
             elif kind == "attrs":                 # a user __setattr__ already ran while tracing
                 target = val(step[1])
                 cls = torch.nn.Module if step[3] else object

@@ -144,6 +144,21 @@ def _set_list_items(self: ListValue, items: list[Value]) -> None:
 ListValue.items = property(_list_items, _set_list_items)      # type: ignore[assignment]
 
 
+def _set_items(self: "SetValue") -> list[Value]:
+    blind = self.__dict__.get("blind")
+    if blind is not None:
+        from .exc import Unsupported
+        raise Unsupported(f"reading the contents of a set from outside the frame ({blind.where()})",
+                          "Adding to and discarding from such a set is supported; reading it (`in`, len, "
+                          "iteration) needs a guard on its contents, which xcompile does not have. Keep "
+                          "the set's contents out of the compiled code, or use a dict/list.")
+    return self.__dict__["_items"]
+
+
+def _set_set_items(self: "SetValue", items: list[Value]) -> None:
+    self.__dict__["_items"] = items
+
+
 @dataclass(eq=False)
 class DictValue(Value):
     items: dict[Any, Value]                  # keys are Python constants
@@ -161,9 +176,15 @@ class DictValue(Value):
 
 @dataclass(eq=False)
 class SetValue(Value):
-    """A set built in the frame: constants compare by value, everything else by identity."""
+    """A set: constants compare by value, everything else by identity.  A set from outside the
+    frame is *blind* (``blind``, ``side_effects.BlindSet``): ``add`` / ``discard`` / ``update`` /
+    ``clear`` are recorded and replayed after the graph; its contents cannot be guarded, so reading
+    them (``in``, ``len``, iteration) is Unsupported."""
 
     items: list[Value]
+    source: Source | None = None
+    covered: bool = False
+    blind: Any = None
 
     def python_type(self) -> type:
         return set
@@ -534,3 +555,6 @@ _REAL_OBJECT_FIELD: dict[type, str] = {
     ConstantValue: "value", ModuleValue: "module", FunctionValue: "fn", TorchOpValue: "fn",
     BuiltinValue: "fn", PythonModuleValue: "module", ClassValue: "cls", UserObjectValue: "obj",
 }
+
+
+SetValue.items = property(_set_items, _set_set_items)      # type: ignore[assignment]

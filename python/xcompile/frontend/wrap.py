@@ -29,6 +29,7 @@ from .values import (
     FunctionValue,
     LazyValue,
     ListValue,
+    SetValue,
     ModuleValue,
     PartialValue,
     PythonModuleValue,
@@ -92,6 +93,15 @@ def _list(tx, obj, source, covered) -> Value:
         tx.guards.object_type(source, obj)
     from .side_effects import BlindList
     return ListValue([], source=source, covered=covered, blind=BlindList(tx, obj, source))
+
+
+def _set(tx, obj, source, covered) -> Value:
+    """A set from outside: only its type is guarded; writes are recorded blindly (BlindSet) and
+    replayed after the graph; reading its contents is Unsupported (no guard on set contents)."""
+    from .side_effects import BlindSet
+    if _needs_guard(source, covered):
+        tx.guards.object_type(source, obj)
+    return SetValue([], source=source, covered=covered, blind=BlindSet(obj, source))
 
 
 def _tuple(tx, obj, source, covered) -> Value:
@@ -214,6 +224,7 @@ _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
     (lambda o: type(o) is list, _list),
     (lambda o: isinstance(o, tuple), _tuple),
     (_is_plain_dict, _dict),
+    (lambda o: type(o) is set, _set),
     (lambda o: _is_hashable(o) and (o in rules.FOLD_AT_TRACE or o in rules.FORBIDDEN) or rules.is_torch_op(o),
      _identity_guarded(lambda o, s: TorchOpValue(o, source=s))),
     (lambda o: isinstance(o, types.FunctionType), _identity_guarded(lambda o, s: FunctionValue(o, source=s))),
@@ -240,7 +251,7 @@ def _is_hashable(o) -> bool:
 
 
 # Objects whose value carries identity (a mutation through one path must be seen through another).
-_MEMO_TYPES = (list, dict, torch.nn.Module)
+_MEMO_TYPES = (list, dict, set, torch.nn.Module)
 
 
 def wrap(tx: "Tracer", obj: Any, source: Source | None, covered: bool = False) -> Value:
@@ -259,6 +270,6 @@ def wrap(tx: "Tracer", obj: Any, source: Source | None, covered: bool = False) -
             break
     if memo_key is not None:
         tx.memo[memo_key] = (obj, v)
-        if source is None and isinstance(v, (ListValue, DictValue)):
+        if source is None and isinstance(v, (ListValue, DictValue, SetValue)):
             tx.side_effects.unreachable(v)          # from library code: cannot be changed later
     return v
