@@ -145,7 +145,7 @@ pexpr = index_printer("//", "tl.minimum", "tl.maximum")
 
 def tconst(value, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
-        return "1" if value else "0"
+        return f"tl.full([], {1 if value else 0}, tl.int1)"   # a tensor: casts (.to) work on it
     if dtype.is_floating_point:
         v = float(value)
         lit = "float('nan')" if math.isnan(v) else (f"float('{'-' if v < 0 else ''}inf')" if math.isinf(v) else repr(v))
