@@ -44,6 +44,9 @@ REFERENCE_BUGS = {
     "effects3.clear_then_append_global_list": "torch.compile (2.13) guards an append-only list's length: recompiles",
     "effects3.module_list_attribute_append": "torch.compile (2.13) guards an append-only list's length: recompiles",
     "effects3.closure_list_append": "torch.compile (2.13) guards an append-only list's length: recompiles",
+    "dictsub3.outside_set_add_discard": "torch.compile (2.13) guards a written-only set's contents: recompiles",
+    "dictsub3.module_set_attribute_update": "torch.compile (2.13) guards a written-only set's contents: "
+                                            "recompiles",
 }
 
 
