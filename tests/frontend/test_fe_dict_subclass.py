@@ -328,3 +328,34 @@ def test_keys_change_recompiles():
         return [v + 1 for v in o.values() if v is not None]
     _calls(f, lambda i: CausalLMOutput(logits=torch.randn(3), loss=torch.randn(()) if i else None),
            graphs=2)
+
+
+def test_model_output_training_step_aot():
+    from xcompile.testing import CompileCounterWithBackend
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x, labels=None):
+            logits = self.lin(x)
+            loss = None if labels is None else torch.nn.functional.cross_entropy(logits, labels)
+            return CausalLMOutput(loss=loss, logits=logits, hidden_states=(x,))
+
+    torch.manual_seed(0)
+    m, e = M(), M()
+    e.load_state_dict(m.state_dict())
+    cnt = CompileCounterWithBackend("aot_eager")
+    cm = xcompile.compile(m, backend=cnt)
+    for _ in range(2):
+        x, y = torch.randn(3, 4), torch.randint(0, 4, (3,))
+        o, oe = cm(x, labels=y), e(x, labels=y)
+        o.loss.backward()
+        oe["loss"].backward()
+        _same_output(o, oe)
+        assert o.logits.grad_fn is not None
+        torch.testing.assert_close(m.lin.weight.grad, e.lin.weight.grad)
+    o = cm(torch.randn(3, 4))                     # no labels: no "loss" key (another graph)
+    assert list(o.keys()) == ["logits", "hidden_states"] and o.loss is None
+    assert cnt.frame_count == 2
