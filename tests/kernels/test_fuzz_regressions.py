@@ -13,3 +13,18 @@ def test_pow_bool_bool_stays_bool(backend, e):
     # the meta kernel says int64; eager's result_type(bool tensor, bool scalar) is bool
     x = torch.rand(3, 4).t() > 0.5
     check(lambda a: (torch.pow(a, e), torch.pow(a, e) + 1), [x], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("src", [torch.float64, torch.float32, torch.float16, torch.int32, torch.bool])
+def test_cast_to_bfloat16_rounds_to_nearest(backend, src):
+    # TRITON_INTERPRET truncated float32 -> bfloat16 and read float64 -> bfloat16 as garbage
+    x = (torch.randn(8, 5, dtype=torch.float64) * 3).to(src)
+    check(lambda a: (a.to(torch.bfloat16), torch.sigmoid(a.to(torch.bfloat16))), [x], backend, tol=dict(atol=0, rtol=0))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dst", [torch.float64, torch.float32, torch.float16, torch.int64, torch.bool])
+def test_cast_from_bfloat16(backend, dst):
+    x = (torch.randn(8, 5, dtype=torch.float64) * 3).to(torch.bfloat16)
+    check(lambda a: (a.to(dst), (a * 2).to(dst)), [x], backend, tol=dict(atol=0, rtol=0))

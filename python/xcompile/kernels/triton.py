@@ -53,6 +53,15 @@ def _tanh(x):
 
 
 @triton.jit
+def _bf16_rne(x):
+    # float32 -> bfloat16, rounding to nearest even (the interpreter's own cast truncates)
+    u = x.to(tl.uint32, bitcast=True)
+    r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    r = tl.where(x != x, 0x7FC0, r)
+    return r.to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
 def _trunc(x):
     return tl.where(x < 0, tl.ceil(x), tl.floor(x))
 
@@ -139,6 +148,10 @@ class TV:
         return self.expr
 
 
+def _interpret() -> bool:
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 # a sympy index expression as Python/Triton
 pexpr = index_printer("//", "tl.minimum", "tl.maximum")
 
@@ -175,7 +188,7 @@ class TritonOps(Ops):
             ptr = w.param(name)
             v = value.expr
             if value.dtype != w.buffers[name].dtype:
-                v = f"({v}).to({TL_DTYPE[w.buffers[name].dtype]})"
+                v = self.to_dtype(value, w.buffers[name].dtype).expr
             w.line(f"tl.store({ptr} + {w.index(name, index)}, {v}, {w.mask})")
 
     def store_reduction(self, name, index, value):
@@ -196,6 +209,13 @@ class TritonOps(Ops):
             return x
         if dtype == torch.bool:
             return self.w.emit(f"{x} != 0", dtype)
+        if torch.bfloat16 in (x.dtype, dtype) and _interpret():
+            # TRITON_INTERPRET casts bfloat16 right only from/to float32, and float32 -> bfloat16
+            # truncates: go through float32 and round to nearest even as eager does
+            f = x if x.dtype == torch.float32 else self.w.emit(f"({x}).to(tl.float32)", torch.float32)
+            if dtype == torch.bfloat16:
+                return self.w.emit(f"_bf16_rne({f})", dtype)
+            return f if dtype == torch.float32 else self.w.emit(f"({f}).to({TL_DTYPE[dtype]})", dtype)
         return self.w.emit(f"({x}).to({TL_DTYPE[dtype]})", dtype)
 
     def where(self, cond, a, b):
@@ -257,7 +277,8 @@ class TritonOps(Ops):
         out_dt = torch.bool if op in ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
                                       "logical_xor", "logical_not", "isnan", "isinf", "signbit") else dt
         if out_dt == dt and dt in (torch.float16, torch.bfloat16) and op not in ("neg", "abs"):
-            expr = f"(({expr}).to(tl.float32)).to({TL_DTYPE[dt]})"
+            expr = (f"_bf16_rne(({expr}).to(tl.float32))" if dt == torch.bfloat16 and _interpret() else
+                    f"(({expr}).to(tl.float32)).to({TL_DTYPE[dt]})")
         return w.emit(expr, out_dt)
 
 
