@@ -28,3 +28,12 @@ def test_cast_to_bfloat16_rounds_to_nearest(backend, src):
 def test_cast_from_bfloat16(backend, dst):
     x = (torch.randn(8, 5, dtype=torch.float64) * 3).to(torch.bfloat16)
     check(lambda a: (a.to(dst), (a * 2).to(dst)), [x], backend, tol=dict(atol=0, rtol=0))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32])
+def test_copysign(backend, dtype):
+    # Triton had no copysign; the sign of -0.0 counts
+    x = (torch.randn(4, 5, dtype=torch.float64) * 3).to(dtype)
+    y = torch.tensor([1.0, -1.0, 0.0, -0.0, 2.5], dtype=torch.float64).to(dtype)
+    check(lambda a, b: (torch.copysign(a, b), torch.copysign(b, a) * 2), [x, y], backend, fresh=False)

@@ -148,6 +148,11 @@ class TV:
         return self.expr
 
 
+# the signed integer of a float's width (its sign bit is the float's)
+_SIGNED = {torch.float64: "tl.int64", torch.float32: "tl.int32", torch.float16: "tl.int16",
+           torch.bfloat16: "tl.int16"}
+
+
 def _interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
@@ -252,6 +257,8 @@ class TritonOps(Ops):
             "sign": lambda: f"tl.where({a[0]} != {a[0]}, {a[0]}, (({a[0]} > 0).to({TL_DTYPE[dt]}) - "
                             f"({a[0]} < 0).to({TL_DTYPE[dt]})))",
             "signbit": lambda: f"{a[0]} < 0",
+            "copysign": lambda: (f"tl.where(({a[1]}).to({_SIGNED[dt]}, bitcast=True) < 0, "
+                                 f"-tl.abs({a[0]}), tl.abs({a[0]}))"),
             "floordiv": lambda: (f"tl.floor({a[0]} / {a[1]})" if dt.is_floating_point else
                                  f"tl.where((({a[0]} % {a[1]}) != 0) & (({a[0]} < 0) != ({a[1]} < 0)), "
                                  f"{a[0]} // {a[1]} - 1, {a[0]} // {a[1]})"),
