@@ -37,3 +37,12 @@ def test_copysign(backend, dtype):
     x = (torch.randn(4, 5, dtype=torch.float64) * 3).to(dtype)
     y = torch.tensor([1.0, -1.0, 0.0, -0.0, 2.5], dtype=torch.float64).to(dtype)
     check(lambda a, b: (torch.copysign(a, b), torch.copysign(b, a) * 2), [x, y], backend, fresh=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_pow_tensor_exponent(backend, dtype):
+    # Triton had no pow with a tensor exponent: negative bases, integer/odd/zero exponents, 0 ** y
+    x = torch.tensor([-2.0, -1.5, 0.0, 0.0, 1.0, 3.0, -0.5, 2.0], dtype=dtype)
+    y = torch.tensor([3.0, 2.0, 2.0, -1.0, float("nan"), 0.5, 0.0, -2.5], dtype=dtype)
+    check(lambda a, b: (torch.pow(a, b), 1.5 ** a, torch.pow(-2.0, b)), [x, y], backend, fresh=False)

@@ -62,6 +62,16 @@ def _bf16_rne(x):
 
 
 @triton.jit
+def _pow(x, y):
+    # x ** y for floats as C's pow: |x| ** y by exp2/log2, the sign for negative x and integer y
+    r = tl.exp2(y * tl.log2(tl.abs(x)))
+    yint = tl.floor(y) == y
+    odd = yint & (tl.floor(y * 0.5) * 2.0 != y)
+    r = tl.where(x < 0, tl.where(yint, tl.where(odd, -r, r), float('nan')), r)
+    return tl.where(y == 0, 1.0, tl.where(x == 1, 1.0, r))
+
+
+@triton.jit
 def _trunc(x):
     return tl.where(x < 0, tl.ceil(x), tl.floor(x))
 
@@ -268,11 +278,9 @@ class TritonOps(Ops):
                                   f"({a[0]} % {a[1]}) + {a[1]}, {a[0]} % {a[1]})"),
             "fmod": lambda: (f"{a[0]} - {a[1]} * _trunc({a[0]} / {a[1]})" if dt.is_floating_point else
                              f"{a[0]} % {a[1]}"),
-            "pow": lambda: f"tl.exp2({a[1]} * tl.log2({a[0]}))",
+            "pow": lambda: f"_pow({a[0]}, {a[1]})",
         }
         if op in special:
-            if op == "pow":
-                raise NotImplementedError("pow with tensor exponent in Triton")
             expr = special[op]()
         elif op in ("floor", "ceil", "trunc", "round") and not dt.is_floating_point:
             return args[0]
