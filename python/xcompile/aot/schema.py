@@ -13,11 +13,13 @@ and how each user output is rebuilt from fw outs and inputs at run time (``Outpu
 """
 from __future__ import annotations
 
+import dataclasses
 import enum
 from dataclasses import dataclass
 
 import torch
 from torch._dispatch.python import enable_python_dispatcher
+from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .functional import functionalization, has_data_mutation, has_metadata_mutation, to_functional
@@ -57,6 +59,7 @@ class FwOut:
     size: tuple[int, ...]
     dtype: torch.dtype
     device: torch.device
+    layout: tuple[int, ...] | None = None   # eager's strides where the functional trace's differ
 
 
 @dataclass
@@ -97,7 +100,10 @@ class Schema:
         picked = []
         for fo in self.fw_outs:
             what, i = fo.recipe
-            if what == "out":
+            if what == "out" and fo.layout is not None:
+                t = outs[i]
+                picked.append(torch.empty_strided(t.shape, fo.layout, dtype=t.dtype, device=t.device).copy_(t))
+            elif what == "out":
                 picked.append(outs[i])
             elif what == "base_of":
                 picked.append(outs[i]._base)
@@ -131,7 +137,44 @@ def analyze(program, fake_primals: list, fake_mode) -> Schema:
         outs = program(*used)
         schema = _describe(outs, used, requires_grad, grad_fns)
         schema.cloned_inputs = [k for k in maybe_cloned if k in schema.mutated_inputs]
-        return schema
+    if _writes_in_place(program.gm):
+        _eager_layouts(program, fake_primals, fake_mode, maybe_cloned, outs, schema)
+    return schema
+
+
+def _writes_in_place(gm: torch.fx.GraphModule) -> bool:
+    for n in gm.graph.nodes:
+        name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+        if n.op in ("call_method", "call_function") and (
+                name == "setitem" or (name.endswith("_") and not name.endswith("__"))):
+            return True
+    return False
+
+
+def _significant_strides(t: torch.Tensor) -> tuple:
+    return tuple(st for n, st in zip(t.shape, t.stride()) if n > 1)
+
+
+def _eager_layouts(program, fake_primals: list, fake_mode, cloned: list[int], fouts: tuple,
+                   schema: Schema) -> None:
+    """Functionalization rebuilds a base written through a view as ``view_inverse(new view)``,
+    with the layout of the out-of-place op's result, not of the base (``b = x.clone().t();
+    b.masked_fill_(m, v); return b`` is row-major after it, column-major in eager). One plain
+    fake run gives eager's layouts; plain outputs that differ are copied to them in the graph."""
+    try:
+        with fake_mode, torch.enable_grad():
+            plain = [p.clone() if k in cloned else p for k, p in enumerate(fake_primals)]
+            eouts = program(*plain)
+    except Exception:  # noqa: BLE001 - eager layouts unknown: keep the functional ones
+        return
+    for j, fo in enumerate(schema.fw_outs):
+        what, i = fo.recipe
+        if what != "out" or i >= len(eouts) or not isinstance(eouts[i], torch.Tensor):
+            continue
+        e, f = eouts[i], fouts[i]
+        if e.shape == f.shape and _significant_strides(e) != _significant_strides(f) and \
+                is_non_overlapping_and_dense_or_false(e):
+            schema.fw_outs[j] = dataclasses.replace(fo, layout=tuple(e.stride()))
 
 
 def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
