@@ -46,3 +46,24 @@ def test_pow_tensor_exponent(backend, dtype):
     x = torch.tensor([-2.0, -1.5, 0.0, 0.0, 1.0, 3.0, -0.5, 2.0], dtype=dtype)
     y = torch.tensor([3.0, 2.0, 2.0, -1.0, float("nan"), 0.5, 0.0, -2.5], dtype=dtype)
     check(lambda a, b: (torch.pow(a, b), 1.5 ** a, torch.pow(-2.0, b)), [x, y], backend, fresh=False)
+
+
+def _cl(*shape):
+    return torch.randn(*shape).contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["fused_cond", "cond_first", "scalar_self", "scalar_other", "masked_fill"])
+def test_where_layout_as_eager(backend, case):
+    # where took the meta kernel's strides: where(logical_and(0-d, channels_last), x, x) came
+    # out contiguous where eager's TensorIterator (condition first) gives channels-last
+    x, s = _cl(3, 3, 2, 8), torch.randn(())
+    t = torch.randn(3, 3, 8, 2).transpose(-1, -2)
+    fn = {
+        "fused_cond": lambda x, s, t: torch.where(torch.logical_and(s, x), x, x),
+        "cond_first": lambda x, s, t: (torch.where(t > 0, x, x), torch.where(x > 0, t, t + 1)),
+        "scalar_self": lambda x, s, t: torch.where(t > 0, 1.5, x),
+        "scalar_other": lambda x, s, t: torch.where(x > 0, t, -1.0),
+        "masked_fill": lambda x, s, t: (x.masked_fill(t > 0, 2.0), t.masked_fill(x > 0, 2.0)),
+    }[case]
+    check(fn, [x, s, t], backend)

@@ -93,6 +93,8 @@ def iter_layout(L, node, inputs, dtype, size, actual: bool) -> Layout:
         if not isinstance(a, TV) or a.ndim == 0:
             continue
         stride = L.strides_of(a) if actual else None
+        if stride is None and a.ref is not None and a.ref.view is None and a.ref.name in L.eager_layouts:
+            stride = L.eager_layouts[a.ref.name].stride   # ours for an elementwise input: the meta may differ
         if stride is None:
             v = metas[i] if i < len(metas) else None
             if not (isinstance(v, torch.Tensor) and tuple(v.shape) == tuple(a.size)):
@@ -311,20 +313,28 @@ def _pow(L, node, a, b):
 
 
 @register(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
-def _where(L, node, cond, a, b):
+def _where(L, node, cond, a, b, iterate=True):
     compute, _ = elementwise_dtypes(_meta_like(a), _meta_like(b), type_promotion_kind=K.NO_OPMATH)
     compute = opmath(compute)
     val = out_meta(node)
+    size = tuple(val.shape)
 
     def body(ops, idx):
         c = bload(ops, cond, idx, torch.bool)
         return ops.where(c, bload(ops, a, idx, compute), bload(ops, b, idx, compute))
-    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=compute)
+    if not iterate:
+        return L.pointwise(val.dtype, size, body, compute_dtype=compute)
+    # eager's TensorIterator orders (condition, self, other); the meta kernel may not agree
+    ins = [cond, a, b]
+    out = L.pointwise(val.dtype, size, body, compute_dtype=compute,
+                      layout=iter_layout(L, node, ins, val.dtype, size, actual=True))
+    L.eager_layouts[out.ref.name] = iter_layout(L, node, ins, val.dtype, size, actual=False)
+    return out
 
 
 @register(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def _masked_fill(L, node, x, mask, value):
-    return _where(L, node, mask, value, x)
+    return _where(L, node, mask, value, x, iterate=False)   # a clone of x, filled: x's layout (meta)
 
 
 @register(aten.clamp.default, aten.clamp.Tensor)
