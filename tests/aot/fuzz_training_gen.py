@@ -432,6 +432,10 @@ def compare(prog: Program, fn_compiled, seed: int) -> str | None:
     if bc is not None:
         return f"compiled backward raised {type(bc).__name__}: {bc}"[:600]
     for k, (x, y) in enumerate(zip(e["leaves"], c["leaves"])):
+        if x.grad is None and y.grad is not None and not y.grad.any():
+            # a non-leaf input written in place and not used by the loss: eager never reaches its
+            # leaf; the compiled node returns zeros for it (torch.compile does the same)
+            continue
         if (x.grad is None) != (y.grad is None):
             return f"leaf {k}: grad is None {y.grad is None} vs eager {x.grad is None}"
         if x.grad is not None:

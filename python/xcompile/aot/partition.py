@@ -167,15 +167,16 @@ POLICIES = {"min_cut": min_cut_partition, "save_all": save_all_partition}
 # ----------------------------------------------------------------------------- extraction
 
 def _extract(joint_gm: torch.fx.GraphModule, inputs: list[torch.fx.Node],
-             outputs: list) -> torch.fx.GraphModule:
-    """A new graph computing ``outputs`` from ``inputs`` (copying only the needed nodes)."""
+             outputs: list, keep: list[torch.fx.Node] = ()) -> torch.fx.GraphModule:
+    """A new graph computing ``outputs`` from ``inputs`` (copying only the needed nodes, and
+    the ``keep`` nodes even when nothing uses them)."""
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, torch.fx.Node] = {}
     for n in inputs:
         env[n] = graph.placeholder(n.name)
         env[n].meta = dict(n.meta)
     needed = set()
-    stack = [o for o in outputs if isinstance(o, torch.fx.Node)]
+    stack = [o for o in outputs if isinstance(o, torch.fx.Node)] + list(keep)
     while stack:
         n = stack.pop()
         if n in needed or n in env:
@@ -192,6 +193,20 @@ def _extract(joint_gm: torch.fx.GraphModule, inputs: list[torch.fx.Node],
     return torch.fx.GraphModule(joint_gm, graph)
 
 
+def _unused_forward_random_ops(gm: torch.fx.GraphModule, tangents: list[torch.fx.Node]) -> list[torch.fx.Node]:
+    """Random ops of the forward (not fed by a tangent): kept even when their result is unused
+    (``F.dropout(x)`` never read), so the forward draws from the RNG exactly as eager does."""
+    backward = set(tangents)
+    keep = []
+    for n in gm.graph.nodes:
+        if any(a in backward for a in n.all_input_nodes):
+            backward.add(n)
+        elif (n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+              and torch.Tag.nondeterministic_seeded in n.target.tags):
+            keep.append(n)
+    return keep
+
+
 def _root_placeholder(n: torch.fx.Node) -> torch.fx.Node:
     while aliases_input(n):
         n = n.args[0]
@@ -200,7 +215,7 @@ def _root_placeholder(n: torch.fx.Node) -> torch.fx.Node:
 
 def _build(joint: JointGraph, r: _Roles, saved: list[torch.fx.Node], mutated_primals,
            policy: str) -> Partition:
-    fw_gm = _extract(joint.gm, r.primals, r.fw_outs + saved)
+    fw_gm = _extract(joint.gm, r.primals, r.fw_outs + saved, _unused_forward_random_ops(joint.gm, r.tangents))
     bw_gm = _extract(joint.gm, saved + r.tangents, r.grads)
     # The runtime writes new values into mutated inputs after the forward; a saved input
     # (or a view of one) must keep the value the forward saw: save a copy of it instead.
