@@ -359,3 +359,15 @@ def test_model_output_training_step_aot():
     o = cm(torch.randn(3, 4))                     # no labels: no "loss" key (another graph)
     assert list(o.keys()) == ["logits", "hidden_states"] and o.loss is None
     assert cnt.frame_count == 2
+
+
+class Counts(dict):
+    def __missing__(self, k):
+        return len(k)
+
+
+def test_missing_of_a_dict_subclass():
+    def f(x):
+        c = Counts(a=x)
+        return c["a"] + c["four"], "four" in c, c
+    _check(f, torch.randn(3))

@@ -285,7 +285,7 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
     r = call_dunder(tx, container, "__getitem__", [key])
     if r is not NOT_DEFINED:
         return r
-    container = dict_storage(container)
+    subclass, container = container, dict_storage(container)
     if isinstance(container, TensorValue):
         return tx.gb.call("call_function", operator.getitem, (container, key))
     if isinstance(container, ModuleValue):
@@ -306,6 +306,10 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
         return tx.resolve(picked)
     if isinstance(container, DictValue):
         if k not in container.items:
+            if subclass is not container:                     # dict.__getitem__ of a subclass
+                r = call_dunder(tx, subclass, "__missing__", [key])
+                if r is not NOT_DEFINED:
+                    return r
             if container.default_factory is None:
                 raise PythonError.of(KeyError(k))
             from .calls import call_value                     # defaultdict: insert factory()
