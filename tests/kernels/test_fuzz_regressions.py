@@ -67,3 +67,12 @@ def test_where_layout_as_eager(backend, case):
         "masked_fill": lambda x, s, t: (x.masked_fill(t > 0, 2.0), t.masked_fill(x > 0, 2.0)),
     }[case]
     check(fn, [x, s, t], backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_pow_scalar_base_is_contiguous(backend):
+    # pow(Scalar, Tensor) is contiguous in eager whatever the exponent's layout (its meta function
+    # sets no strides); we followed the exponent like other elementwise ops
+    t = torch.randn(2, 5, 17).transpose(-1, -2)[..., :2]
+    e = torch.randn(1, 8, 2, 2).expand(8, 8, 2, 2).transpose(-1, -2)
+    check(lambda t, e: (3 ** torch.isnan(t), 1.5 ** t, -(1.5 ** e), 2.0 ** t + t), [t, e], backend, fresh=False)

@@ -53,6 +53,18 @@ def _softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
 DECOMPOSITIONS[aten._softmax.default] = _softmax
 
 
+def _pow_scalar_base(base, exp):
+    """``base ** exp`` is contiguous in eager whatever the exponent's layout (its meta function
+    sets no strides; the fake kernel follows the exponent): a 0-d base, then a contiguous result."""
+    dtype = torch.bool if isinstance(base, bool) else torch.int64 if isinstance(base, int) else \
+        torch.complex128 if isinstance(base, complex) else torch.float64   # a 0-d operand: promotes as the scalar
+    out = aten.pow.Tensor_Tensor(torch.scalar_tensor(base, dtype=dtype), exp)
+    return out.contiguous()
+
+
+DECOMPOSITIONS[aten.pow.Scalar] = _pow_scalar_base
+
+
 def _mutates(gm: torch.fx.GraphModule) -> bool:
     for n in gm.graph.nodes:
         if n.op == "call_function":
