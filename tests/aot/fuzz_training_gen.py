@@ -279,7 +279,10 @@ def make_program(seed: int, max_steps: int = 8) -> Program:
     while len(steps) < n_steps and tries < n_steps * 6:
         tries += 1
         new = f"t{len(steps)}"
-        line = _gen_step(rng, env, new, dtype)
+        try:
+            line = _gen_step(rng, env, new, dtype)
+        except (ValueError, IndexError):       # e.g. an index into a zero-size dim: draw again
+            continue
         if line is None:
             continue
         trial = dict(env)

@@ -92,3 +92,22 @@ def test_unused_dropout_still_draws_from_the_rng(backend, partition):
             (ge,) = torch.autograd.grad(e, x, g)
             (gc,) = torch.autograd.grad(c, x, g)
             torch.testing.assert_close(gc, ge)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_detached_output_and_differentiable_alias_of_one_element(backend):
+    # fuzz seed 294: inductor returned one tensor object for t.detach() and t.reshape(-1)
+    # (1 element); marking it non-differentiable made the reshape lose its grad_fn
+    def f(x):
+        t = x[1] * 2
+        return t.detach(), t.reshape(-1)
+
+    xcompile.reset()
+    cf = xcompile.compile(f, backend=backend)
+    for _ in range(2):
+        x = torch.randn(2, 1, requires_grad=True)
+        eo, co = f(x), cf(x)
+        assert [t.requires_grad for t in co] == [t.requires_grad for t in eo] == [False, True]
+        torch.testing.assert_close(co[1], eo[1])
+        (g,) = torch.autograd.grad(co[1].sum(), x)
+        torch.testing.assert_close(g, torch.tensor([[0.0], [2.0]]))
