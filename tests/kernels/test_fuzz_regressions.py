@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from .util import BACKENDS, check
+from .util import BACKENDS, check, make_tensor
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -76,3 +76,15 @@ def test_pow_scalar_base_is_contiguous(backend):
     t = torch.randn(2, 5, 17).transpose(-1, -2)[..., :2]
     e = torch.randn(1, 8, 2, 2).expand(8, 8, 2, 2).transpose(-1, -2)
     check(lambda t, e: (3 ** torch.isnan(t), 1.5 ** t, -(1.5 ** e), 2.0 ** t + t), [t, e], backend, fresh=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.int32, torch.bool])
+@pytest.mark.parametrize("shape", [(), (3, 4)])
+@pytest.mark.parametrize("base", [2, 1.5, True])
+def test_pow_scalar_base_dtype(backend, dtype, shape, base):
+    # the 0-d base must promote like the Python scalar (a 0-d float64 base made 0-d results float64)
+    if dtype == torch.bool and base is True:
+        pytest.skip("eager has no bool ** bool")
+    x = make_tensor(shape, dtype, 0, 3) if dtype != torch.bool else torch.rand(shape) > 0.5
+    check(lambda a: base ** a, [x], backend, fresh=False)

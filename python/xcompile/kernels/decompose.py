@@ -56,8 +56,9 @@ DECOMPOSITIONS[aten._softmax.default] = _softmax
 def _pow_scalar_base(base, exp):
     """``base ** exp`` is contiguous in eager whatever the exponent's layout (its meta function
     sets no strides; the fake kernel follows the exponent): a 0-d base, then a contiguous result."""
-    dtype = torch.bool if isinstance(base, bool) else torch.int64 if isinstance(base, int) else \
-        torch.complex128 if isinstance(base, complex) else torch.float64   # a 0-d operand: promotes as the scalar
+    dtype = torch.result_type(base, exp)     # the base as a 0-d tensor of the result dtype: promotes as the scalar
+    if dtype in (torch.float16, torch.bfloat16) and exp.dim():
+        dtype = torch.float32                 # keep the base at float32 (eager computes in float32)
     out = aten.pow.Tensor_Tensor(torch.scalar_tensor(base, dtype=dtype), exp)
     return out.contiguous()
 
