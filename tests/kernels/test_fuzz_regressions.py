@@ -88,3 +88,14 @@ def test_pow_scalar_base_dtype(backend, dtype, shape, base):
         pytest.skip("eager has no bool ** bool")
     x = make_tensor(shape, dtype, 0, 3) if dtype != torch.bool else torch.rand(shape) > 0.5
     check(lambda a: base ** a, [x], backend, fresh=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fused_read_of_stored_value_has_buffer_dtype(backend):
+    # a reduction-fused kernel read back masked_fill's int64 -2 where its bool buffer holds true
+    def fn(a, i):
+        t = torch.all(a).masked_fill(i.sum() > 0, -2)
+        h = (a * 3).to(torch.float16)
+        return torch.where(i > 0, t, a), h.sum() + h.to(torch.float32)
+    a, i = torch.randn(1, 3), torch.arange(3).view(1, 3)
+    check(fn, [a, i], backend, fresh=False)

@@ -164,7 +164,9 @@ class CppOps(Ops):
 
     def store(self, name, index, value):
         w = self.w
-        w.locals[name] = value
+        # later reads in this kernel see the stored value: rounded to the buffer's dtype
+        # (a masked_fill of -2 into a bool buffer reads back as true, not -2)
+        w.locals[name] = self.to_dtype(value, w.buffers[name].dtype)
         if name in w.stores:
             ptr = w.param(name, write=True)
             w.line(f"{ptr}[{w.index(name, index)}] = {w.convert(value, w.buffers[name].dtype)};")

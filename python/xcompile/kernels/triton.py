@@ -198,12 +198,11 @@ class TritonOps(Ops):
 
     def store(self, name, index, value):
         w = self.w
-        w.locals[name] = value
+        # later reads in this kernel see the stored value: rounded to the buffer's dtype
+        w.locals[name] = self.to_dtype(value, w.buffers[name].dtype)
         if name in w.stores:
             ptr = w.param(name)
-            v = value.expr
-            if value.dtype != w.buffers[name].dtype:
-                v = self.to_dtype(value, w.buffers[name].dtype).expr
+            v = w.locals[name].expr
             w.line(f"tl.store({ptr} + {w.index(name, index)}, {v}, {w.mask})")
 
     def store_reduction(self, name, index, value):
