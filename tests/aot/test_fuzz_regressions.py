@@ -111,3 +111,20 @@ def test_detached_output_and_differentiable_alias_of_one_element(backend):
         torch.testing.assert_close(co[1], eo[1])
         (g,) = torch.autograd.grad(co[1].sum(), x)
         torch.testing.assert_close(g, torch.tensor([[0.0], [2.0]]))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_detached_output_that_is_a_view_of_a_differentiable_output(backend):
+    # fuzz seed 653: inductor returned t[1].detach() as a view of the output t, and a view of a
+    # tensor that requires grad requires grad whatever mark_non_differentiable said
+    def f(x):
+        t = x.gather(-1, torch.tensor([1, 0]))
+        return t, t[1].detach()
+
+    xcompile.reset()
+    cf = xcompile.compile(f, backend=backend)
+    x = torch.randn(2, requires_grad=True)
+    eo, co = f(x), cf(x)
+    assert [t.requires_grad for t in co] == [t.requires_grad for t in eo] == [True, False]
+    assert co[1]._base is None and co[1].grad_fn is None
+    torch.testing.assert_close(co[1], eo[1])

@@ -41,7 +41,6 @@ class TrainingArtifact:
         self.num_saved = num_saved
         self.diff_outs = tuple(schema.diff_fw_outs)
         self.non_diff_outs = tuple(i for i, o in enumerate(schema.fw_outs) if not o.requires_grad)
-        self.non_diff_set = frozenset(self.non_diff_outs)
         self.deview = tuple(o.index for o in schema.outputs if o.kind is OutputKind.PLAIN and o.deview)
         self.grad_slots = tuple(grad_slots)
 
@@ -72,15 +71,10 @@ class CompiledFunction(torch.autograd.Function):
         ctx.save_for_backward(*outs[n:])
         if art.non_diff_outs:
             # a compiler may return one tensor object for two outputs (``t.detach()`` and
-            # ``t.view(-1)`` of a 1-element t): marking it would make the other one non-differentiable
-            seen = {id(t) for t in primals}
-            for i, t in enumerate(fw_outs):
-                if id(t) in seen and i in art.non_diff_set:
-                    fw_outs[i] = t.detach()
-                seen.add(id(fw_outs[i]))
+            # ``t.view(-1)`` of a 1-element t), or a non-differentiable output as a view of a
+            # differentiable one (which then requires grad through its base): mark fresh aliases
             for i in art.non_diff_outs:
-                if sum(t is fw_outs[i] for t in fw_outs) > 1:
-                    fw_outs[i] = fw_outs[i].detach()
+                fw_outs[i] = fw_outs[i].detach()
             ctx.mark_non_differentiable(*(fw_outs[i] for i in art.non_diff_outs))
         return tuple(fw_outs)
 
