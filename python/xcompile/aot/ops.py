@@ -71,6 +71,26 @@ def is_compute_intensive(node: torch.fx.Node) -> bool:
     return name in COMPUTE_INTENSIVE or name.startswith(COMPUTE_INTENSIVE_PREFIXES)
 
 
+_EQUALITY = frozenset({"eq", "ne"})
+
+
+def _compared_for_equality(node: torch.fx.Node) -> bool:
+    """Is ``node``'s value (directly or through views) an operand of eq/ne? The backward of
+    max/amax/min masks ``x == reduce(x)``: if x were recomputed by other code than the value
+    the reduction saw, the mask could select nothing (a 0 count, inf/NaN grads)."""
+    todo, seen = list(node.users), set()
+    while todo:
+        u = todo.pop()
+        if u in seen or u.op != "call_function" or not isinstance(u.target, torch._ops.OpOverload):
+            continue
+        seen.add(u)
+        if op_name(u) in _EQUALITY:
+            return True
+        if u.target.is_view:
+            todo.extend(u.users)
+    return False
+
+
 def recompute_policy(node: torch.fx.Node) -> tuple[bool, str]:
     """May ``node`` be recomputed in the backward? Always with the reason."""
     if node.op == "placeholder":
@@ -90,6 +110,8 @@ def recompute_policy(node: torch.fx.Node) -> tuple[bool, str]:
         return False, "mutates its inputs"
     if target.is_view:
         return True, "view"
+    if _compared_for_equality(node):
+        return False, "compared with eq/ne (a recomputation in another kernel may differ in the last bit)"
     if _POINTWISE in target.tags:
         return True, "pointwise"
     if _REDUCTION in target.tags:
