@@ -132,18 +132,21 @@ class ConvertFrame:
                     return entry
             return self._convert(code, f_locals, f_globals, f_builtins, closure)
 
+    def _owns(self, entry) -> bool:
+        """Entries this callback may use: its backend key's, or any callback's (owner None)."""
+        return entry.owner is None or entry.owner is self._xc_backend_key
+
     def _added_meanwhile(self, code, n_seen, f_locals, f_globals, f_builtins, closure):
         entries = _C.cache_entries(code)
         args = [f_locals.get(n) for n in code.co_varnames[:len(f_locals)]]
         for e in entries[:len(entries) - n_seen]:         # new entries go to the front
-            if (e.owner is None or e.owner is self._xc_backend_key) and \
-                    e.guard.check(args, f_globals, f_builtins, closure):
+            if self._owns(e) and e.guard.check(args, f_globals, f_builtins, closure):
                 return e
         return None
 
     def _convert(self, code, f_locals, f_globals, f_builtins, closure):
         all_entries = _C.cache_entries(code)
-        entries = [e for e in all_entries if e.owner is None or e.owner is self._xc_backend_key]
+        entries = [e for e in all_entries if self._owns(e)]
         if all_entries:
             if entries:
                 reason = entries[0].guard.last_failure()
