@@ -3,6 +3,9 @@ PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 PIP_FLAGS ?= -q --disable-pip-version-check
 TORCH_VERSION ?= 2.13.0
+# tests/models and benchmarks/models.py build real models from these (neither depends on torch).
+TRANSFORMERS_VERSION ?= 5.23.0
+DIFFUSERS_VERSION ?= 0.42.1
 BUILD_STAMP := build/.installed
 
 .PHONY: setup deps build test demo bench clean
@@ -13,6 +16,8 @@ deps:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(PIP_FLAGS) torch==$(TORCH_VERSION)
 	@$(PYTHON) -c "import pybind11, scikit_build_core, ninja, pytest, networkx, triton" 2>/dev/null || \
 	  $(PIP) install $(PIP_FLAGS) pybind11 scikit-build-core ninja pytest networkx triton
+	@$(PYTHON) -c "import transformers, diffusers" 2>/dev/null || \
+	  $(PIP) install $(PIP_FLAGS) transformers==$(TRANSFORMERS_VERSION) diffusers==$(DIFFUSERS_VERSION)
 
 # Rebuilds (incrementally) whenever csrc/ or the build files change.
 build: $(BUILD_STAMP)
