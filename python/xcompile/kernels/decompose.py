@@ -66,6 +66,46 @@ def _pow_scalar_base(base, exp):
 DECOMPOSITIONS[aten.pow.Scalar] = _pow_scalar_base
 
 
+# -- signed zeros in the normalizations ------------------------------------------------------------
+#
+# torch's decompositions compute ``(x - mean) * rstd [* weight] [+ bias]``, adding the bias only
+# when there is one.  Eager's CPU kernels always end with an addition:
+#   layer_norm  (x - mean) * rstd * gamma + beta, beta = 0 without a bias
+#   batch_norm  x * alpha + beta, beta = bias - mean * alpha, bias = 0 without one (eval and train)
+#   group_norm  x * scale + bias, bias = -scale * mean + beta once there is a weight (beta = 0
+#               without one); without weight and bias it is x * rstd - rstd * mean
+# and ``-0.0 + 0.0`` is ``+0.0``: a zero result (x == mean) is always +0.0 in eager where the
+# decomposition gives -0.0 (and then ``atan2(y, -1)`` is -pi instead of pi).  So the output gets
+# the same ``+ 0.0`` here; it fuses into the last pointwise kernel for free.  CPU only: CUDA's
+# eager kernels differ by path (some omit the addition), and were not checked.
+
+def _plus_zero_without_bias(decomp, bias_pos: int, weight_pos: int | None = None):
+    """``decomp`` with ``+ 0.0`` on its first output when its bias (argument ``bias_pos``) is
+    None (and, with ``weight_pos``, only when that weight is given)."""
+    def arg(args, kwargs, pos, name):
+        return args[pos] if len(args) > pos else kwargs.get(name)
+
+    def run(*args, **kwargs):
+        out = decomp(*args, **kwargs)
+        x = args[0]
+        if arg(args, kwargs, bias_pos, "bias") is not None or x.device.type != "cpu" or \
+                not out[0].dtype.is_floating_point:
+            return out
+        if weight_pos is not None and arg(args, kwargs, weight_pos, "weight") is None:
+            return out
+        return (out[0] + 0.0, *out[1:])
+    return run
+
+
+for _op, _pos in ((aten.native_layer_norm.default, (3,)), (aten.native_group_norm.default, (2, 1)),
+                  (aten._native_batch_norm_legit_no_training.default, (2,)),
+                  (aten._native_batch_norm_legit_functional.default, (2,)),
+                  (aten._native_batch_norm_legit.default, (2,)), (aten._native_batch_norm_legit.no_stats, (2,)),
+                  (aten.native_batch_norm.default, (2,))):
+    if _op in DECOMPOSITIONS:
+        DECOMPOSITIONS[_op] = _plus_zero_without_bias(DECOMPOSITIONS[_op], *_pos)
+
+
 def _mutates(gm: torch.fx.GraphModule) -> bool:
     for n in gm.graph.nodes:
         if n.op == "call_function":
