@@ -239,6 +239,29 @@ class AttrAccessor final : public Accessor {
   mutable bool module_like_ = false;
 };
 
+// object.__getattribute__(parent, name): the instance dict and the class, never a Python-level
+// __getattribute__ or __getattr__. Attributes the frontend read through a class's own
+// __getattribute__ (HF configs) are guarded this way, so checking the guard runs no Python code
+// (running the class's __getattribute__ would reach the frame hook, and its compiled entry's
+// guards would read the same attribute again).
+class GenericAttrAccessor final : public Accessor {
+ public:
+  explicit GenericAttrAccessor(PyObject* name) : name_(name) { Py_DECREF(name); }  // steals `name`
+  PyObject* fetch(PyObject* parent, const FrameView&) const override {
+    return PyObject_GenericGetAttr(parent, name_.get());
+  }
+  std::string path(const std::string& parent) const override {
+    return "object.__getattribute__(" + parent + ", '" + utf8(name_.get()) + "')";
+  }
+  bool same(const Accessor& o) const override {
+    auto* p = dynamic_cast<const GenericAttrAccessor*>(&o);
+    return p && same_key(p->name_.get(), name_.get());
+  }
+
+ private:
+  Ref name_;
+};
+
 class ItemAccessor final : public Accessor {
  public:
   explicit ItemAccessor(PyObject* key) : key_(key) {
@@ -309,6 +332,10 @@ std::unique_ptr<Accessor> make_closure_cell_accessor(int index, std::string name
 
 std::unique_ptr<Accessor> make_attr_accessor(PyObject* name) {
   return std::make_unique<AttrAccessor>(interned(name));
+}
+
+std::unique_ptr<Accessor> make_generic_attr_accessor(PyObject* name) {
+  return std::make_unique<GenericAttrAccessor>(interned(name));
 }
 
 std::unique_ptr<Accessor> make_item_accessor(PyObject* key) {

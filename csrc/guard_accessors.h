@@ -5,7 +5,7 @@
 //   global(n)   globals[n], else builtins   item(key)   list/tuple[int] fast path, dict lookup
 //   closure(i)  closure[i].cell_contents                (exact dicts and subclasses), else
 //                                                       PyObject_GetItem
-//   closure_cell(i)  closure[i] (the cell itself)
+//   closure_cell(i)  closure[i] (the cell itself)      generic_attr(name)  PyObject_GenericGetAttr
 //
 // Every accessor holds strong references to its key objects. fetch() returns a new reference,
 // or NULL (possibly with an error set, which the caller clears): a missing name, key, index or
@@ -29,6 +29,8 @@ std::unique_ptr<Accessor> make_closure_accessor(int index, std::string name);
 std::unique_ptr<Accessor> make_closure_cell_accessor(int index, std::string name);
 // `name` borrowed (must be a str); interned internally.
 std::unique_ptr<Accessor> make_attr_accessor(PyObject* name);
+// object.__getattribute__(parent, name) (PyObject_GenericGetAttr); `name` borrowed.
+std::unique_ptr<Accessor> make_generic_attr_accessor(PyObject* name);
 // `key` borrowed (any object; must be hashable to be found in dicts).
 std::unique_ptr<Accessor> make_item_accessor(PyObject* key);
 

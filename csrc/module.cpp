@@ -60,6 +60,9 @@ PYBIND11_MODULE(_C, m) {
   py::class_<GuardNode, NodePtr>(m, "GuardNode")
       .def("attr", [](GuardNode& n, py::str name) { return n.child(make_attr_accessor(name.ptr())); },
            py::arg("name"))
+      .def("generic_attr",
+           [](GuardNode& n, py::str name) { return n.child(make_generic_attr_accessor(name.ptr())); },
+           py::arg("name"))
       .def("item", [](GuardNode& n, py::object key) { return n.child(make_item_accessor(key.ptr())); },
            py::arg("key"))
       .def("add_type_match",

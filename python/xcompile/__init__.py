@@ -11,6 +11,7 @@ from .api import (  # noqa: F401
 )
 from .api_tracing import (  # noqa: F401
     allow_in_graph,
+    assume_constant_result,
     disallow_in_graph,
     error_on_graph_break,
     forbid_in_graph,

@@ -43,6 +43,15 @@ def allow_in_graph(fn):
     return fn
 
 
+def assume_constant_result(fn):
+    """Calls of ``fn`` run once per trace, at trace time, and their result is a constant of the
+    graph (for answers fixed for the process's lifetime: an install probe, a capability).
+    Sets the same mark as ``torch._dynamo.assume_constant_result``, which xcompile honours too."""
+    _check_callable(fn, "assume_constant_result")
+    fn._dynamo_marked_constant = True
+    return fn
+
+
 def disallow_in_graph(fn):
     """Break the graph at every call of ``fn`` (the call runs eagerly)."""
     _check_callable(fn, "disallow_in_graph")
@@ -126,6 +135,7 @@ __all__ = [
     "ErrorOnGraphBreak",
     "ForbiddenInGraph",
     "allow_in_graph",
+    "assume_constant_result",
     "disallow_in_graph",
     "error_on_graph_break",
     "forbid_in_graph",

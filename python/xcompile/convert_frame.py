@@ -7,6 +7,7 @@ added it to the code's cache) or None, meaning "run this frame eagerly".
 from __future__ import annotations
 
 import os
+import site
 import sysconfig
 import threading
 import types
@@ -26,12 +27,33 @@ from .guards.lower import lower_guards, lower_output_spec
 
 NORMAL, SKIP, NO_NEW = 0, 1, 2
 
-_SKIP_PREFIXES = tuple(
-    os.path.dirname(p) + os.sep
-    for p in (torch.__file__, __file__)
-) + tuple(
-    p + os.sep for p in {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"]}
-)
+def _dirs(*paths) -> tuple:
+    return tuple(sorted({os.path.normpath(p) + os.sep for p in paths if p}))
+
+
+# Third-party packages (site-packages / dist-packages / user site): compiled like user code.
+# On a Python without a virtualenv (pyenv, conda, python.org builds) they lie *inside* the
+# stdlib folder, so they are recognised first, by these folders and by their names.
+_PACKAGE_DIRS = _dirs(*(sysconfig.get_paths().get(k) for k in ("purelib", "platlib")),
+                      *site.getsitepackages() if hasattr(site, "getsitepackages") else (),
+                      site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
+_PACKAGE_PARTS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+# Never compiled: torch, xcompile itself, and the standard library.
+_LIBRARY_DIRS = _dirs(os.path.dirname(torch.__file__), os.path.dirname(__file__))
+_STDLIB_DIRS = _dirs(sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
+
+
+def _is_third_party(fn: str) -> bool:
+    return fn.startswith(_PACKAGE_DIRS) or any(part in fn for part in _PACKAGE_PARTS)
+
+
+def _skip_file(fn: str) -> bool:
+    """Library code that runs eagerly (the frames it calls are still compiled)."""
+    if fn.startswith(_LIBRARY_DIRS) or fn.startswith(tuple(config.skip_file_prefixes)):
+        return True
+    if _is_third_party(fn):
+        return False                   # transformers, diffusers, timm...: compiled like user code
+    return fn.startswith(_STDLIB_DIRS)
 
 
 def _skip_code(code: types.CodeType) -> bool:
@@ -40,9 +62,7 @@ def _skip_code(code: types.CodeType) -> bool:
         return True  # frozen modules, <frozen importlib...>
     if fn == "<string>" and code.co_names == ("_tuple_new",):
         return True  # a namedtuple's __new__ (collections makes it with eval)
-    if "site-packages" in fn and not fn.startswith(_SKIP_PREFIXES):
-        return False  # third-party user code is compiled like user code
-    return fn.startswith(_SKIP_PREFIXES + tuple(config.skip_file_prefixes))
+    return _skip_file(fn)
 
 
 # Every code object handed to compile() by any callback: never marked SKIP when another callback
@@ -56,7 +76,13 @@ def _skip_module(f_globals: dict) -> bool:
     """Code generated at run time ("<string>" files: dataclass methods, namedtuples) by torch or
     by us belongs to the library, wherever its file says it is."""
     name = f_globals.get("__name__") or ""
-    return any(name == p or name.startswith(p + ".") for p in ("torch", "xcompile", "triton", "sympy"))
+    return any(name == p or name.startswith(p + ".") for p in _SKIP_MODULES)
+
+
+# Libraries whose frames run eagerly wherever they are installed (torch.compile skips the same).
+_SKIP_MODULES = ("torch", "xcompile", "triton", "sympy", "numpy", "networkx", "tqdm",
+                 "hypothesis", "_pytest", "pytest", "pluggy",
+                 "_distutils_hack", "setuptools", "pkg_resources", "pip")   # import machinery
 
 
 def _where(code: types.CodeType) -> str:

@@ -273,10 +273,11 @@ _WRITES = frozenset({"STORE_FAST", "STORE_DEREF", "DELETE_FAST", "DELETE_DEREF",
                      "LOAD_FAST_AND_CLEAR"})
 
 
-def liveness(instrs: list[Instruction]) -> list[frozenset[str]]:
+def liveness(instrs: list[Instruction], variables: tuple[str, ...] = ()) -> list[frozenset[str]]:
     """For each index, the local, cell and free variable names whose current value may be
     read (or deleted, which also reads whether it is bound) before being overwritten, on
-    some path from just before that instruction. Exceptional edges count as paths."""
+    some path from just before that instruction. Exceptional edges count as paths.
+    ``variables``: every variable of the code (``locals()`` / ``vars()`` read them all)."""
     n = len(instrs)
     index = {id(x): k for k, x in enumerate(instrs)}
     normal: list[list[int]] = []
@@ -289,8 +290,15 @@ def liveness(instrs: list[Instruction]) -> list[frozenset[str]]:
         handler.append(index[id(ins.exn_entry.target)] if ins.exn_entry is not None else None)
     gen: list[frozenset[str]] = []
     kill: list[frozenset[str]] = []
+    # `locals()` / `vars()` read every variable: loading either name reads them all
+    every = frozenset(variables) | frozenset(ins.argval for ins in instrs
+                                             if isinstance(ins.argval, str) and ins.opname in _READS | _WRITES)
     for ins in instrs:
         name = ins.argval if isinstance(ins.argval, str) else None
+        if name in ("locals", "vars") and ins.opname in ("LOAD_GLOBAL", "LOAD_NAME"):
+            gen.append(every)
+            kill.append(frozenset())
+            continue
         gen.append(frozenset({name}) if name and ins.opname in _READS else frozenset())
         kill.append(frozenset({name}) if name and ins.opname in _WRITES else frozenset())
     live: list[frozenset[str]] = [frozenset()] * n

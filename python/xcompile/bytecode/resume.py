@@ -107,7 +107,8 @@ class _CodeFacts:
 def _facts(code: types.CodeType) -> _CodeFacts:
     instrs = disassemble(code)
     info = analyze_stack(instrs)
-    return _CodeFacts(len(instrs), prologue_end(instrs), info, liveness(instrs),
+    variables = (*code.co_varnames, *code.co_cellvars, *code.co_freevars)
+    return _CodeFacts(len(instrs), prologue_end(instrs), info, liveness(instrs, variables),
                       borrowed_slots(instrs, info), frozenset(handler_targets(instrs)),
                       tuple(x.opname for x in instrs))
 

@@ -12,7 +12,7 @@ import torch
 
 from . import rules
 from .exc import PythonError, Unsupported
-from .sources import AttrSource, ItemSource, Source
+from .sources import AttrSource, GenericAttrSource, ItemSource, Source
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -74,7 +74,8 @@ def class_member_source(obj_source: Source | None, mro_index: int, name: str) ->
     """type(obj).__mro__[i].__dict__[name] as a source (functions found on the class)."""
     if obj_source is None:
         return None
-    mro = AttrSource(AttrSource(obj_source, "__class__"), "__mro__")
+    # object.__getattribute__: a class's own __getattribute__/__getattr__ never runs in a guard
+    mro = AttrSource(GenericAttrSource(obj_source, "__class__"), "__mro__")
     return ItemSource(AttrSource(ItemSource(mro, mro_index), "__dict__"), name)
 
 
@@ -100,6 +101,9 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
     if raw is object.__setattr__ or raw is torch.nn.Module.__setattr__:   # super().__setattr__(n, v)
         from .values import PartialValue
         return PartialValue(BuiltinValue(object.__setattr__), [obj_v], {})
+    if raw is object.__getattribute__:              # super().__getattribute__(n) in a __getattribute__
+        from .values import PartialValue
+        return PartialValue(BuiltinValue(object.__getattribute__), [obj_v], {})
     if raw is object.__init__ and name == "__init__":                     # super().__init__()
         return PartialValue(BuiltinValue(_object_init), [obj_v], {})
     if isinstance(obj_v, (NewObjectValue, UserObjectValue)) and obj_v.storage is not None and \
@@ -128,9 +132,11 @@ def storage_method(storage: DictValue, name: str) -> Value:
 
 
 def object_attr(tx: "Tracer", v: Value, obj: Any, name: str, *, covered: bool,
-                instance_dict: dict | None = None) -> Value:
-    """Python's attribute lookup for a plain object, statically: descriptors, instance dict, class."""
+                instance_dict: dict | None = None, generic: bool = False) -> Value:
+    """Python's attribute lookup for a plain object, statically: descriptors, instance dict, class.
+    ``generic``: the read is ``object.__getattribute__`` past the class's own (sources say so)."""
     src = v.source
+    attr_source = GenericAttrSource if generic else AttrSource
     cls = type(obj)
     idx, raw = mro_lookup(cls, name)
     msrc = class_member_source(src, idx, name) if idx >= 0 else None
@@ -138,15 +144,15 @@ def object_attr(tx: "Tracer", v: Value, obj: Any, name: str, *, covered: bool,
     if is_data_descr:
         if isinstance(raw, property):
             return bind_class_member(tx, v, cls, idx, raw, name, msrc)
-        return tx.wrap(getattr(obj, name), AttrSource(src, name) if src else None, covered)
+        return tx.wrap(getattr(obj, name), attr_source(src, name) if src else None, covered)
     d = instance_dict if instance_dict is not None else getattr(obj, "__dict__", {})
     if name in d:
-        return tx.wrap(d[name], AttrSource(src, name) if src else None, covered)
+        return tx.wrap(d[name], attr_source(src, name) if src else None, covered)
     if raw is not _MISSING:
         bound = bind_class_member(tx, v, cls, idx, raw, name, msrc)
         if bound is not None:
             return bound
-        return tx.wrap(raw, AttrSource(src, name) if src else None, covered)
+        return tx.wrap(raw, attr_source(src, name) if src else None, covered)
     return _MISSING  # type: ignore[return-value]
 
 
@@ -181,15 +187,75 @@ def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
     stored = stored_attribute(tx, v.obj, name, v)
     if stored is not None:                        # assigned earlier in this trace
         return stored
-    if type(v.obj).__getattribute__ not in (object.__getattribute__, BaseException.__getattribute__,
-                                            dict.__getattribute__):
-        raise Unsupported(f"attribute read on {v.describe()}, which defines __getattribute__")
+    cls = type(v.obj)
+    if cls.__getattribute__ not in (object.__getattribute__, BaseException.__getattribute__,
+                                    dict.__getattribute__):
+        return _custom_getattribute(tx, v, cls, name)
     r = object_attr(tx, v, v.obj, name, covered=False)
     if r is _MISSING:
-        if hasattr(type(v.obj), "__getattr__"):
-            raise Unsupported(f"attribute {name!r} of {v.describe()} comes from its __getattr__")
-        raise _attr_error(v, name)
+        return _call_getattr_hook(tx, v, cls, name, _attr_error(v, name))
     return r
+
+
+def _class_function(tx: "Tracer", v: Value, cls: type, name: str):
+    """A Python function defined on ``cls`` (``__getattribute__``, ``__getattr__``) as a value to
+    inline (the object's type is guarded already), None when it is not a plain function."""
+    idx, raw = mro_lookup(cls, name)
+    if isinstance(raw, types.FunctionType):
+        return FunctionValue(raw, source=class_member_source(v.source, idx, name), covered=True)
+    return None
+
+
+def _custom_getattribute(tx: "Tracer", v: Value, cls: type, name: str) -> Value:
+    """``obj.name`` on a class with its own ``__getattribute__`` (HF configs map names through
+    ``attribute_map``): the method is traced like any other; its ``super().__getattribute__(n)``
+    is a generic read whose guards run no Python code. An AttributeError falls back to
+    ``__getattr__`` as CPython's slot does."""
+    fn = _class_function(tx, v, cls, "__getattribute__")
+    if fn is None:
+        raise Unsupported(f"attribute read on {v.describe()}, whose __getattribute__ is not a Python function")
+    try:
+        return _inline_lookup(tx, fn, v, name)
+    except AttrMissing as e:
+        return _call_getattr_hook(tx, v, cls, name, e)
+
+
+def _call_getattr_hook(tx: "Tracer", v: Value, cls: type, name: str, missing: Exception) -> Value:
+    """The class's ``__getattr__(self, name)`` after a failed lookup (traced), else ``missing``."""
+    if not hasattr(cls, "__getattr__"):
+        raise missing
+    fn = _class_function(tx, v, cls, "__getattr__")
+    if fn is None:
+        raise Unsupported(f"attribute {name!r} of {v.describe()} comes from its builtin __getattr__")
+    return _inline_lookup(tx, fn, v, name)
+
+
+def _inline_lookup(tx: "Tracer", fn: Value, v: Value, name: str) -> Value:
+    """Trace ``fn(obj, name)``; an AttributeError it raises is a missing attribute, which
+    ``getattr(obj, n, default)`` and ``hasattr`` catch."""
+    try:
+        return tx.inline_call(None, fn, [v, ConstantValue(name)], {})
+    except PythonError as e:
+        exc = getattr(e.value, "obj", None)
+        if isinstance(e, AttrMissing) or not isinstance(exc, AttributeError):
+            raise
+        raise AttrMissing(str(exc)) from None
+
+
+def generic_getattr(tx: "Tracer", v: Value, name: str) -> Value:
+    """``object.__getattribute__(obj, name)``: instance dict and class, no ``__getattr__``."""
+    if isinstance(v, UserObjectValue):
+        from .user_objects import stored_attribute
+        stored = stored_attribute(tx, v.obj, name, v)
+        if stored is not None:
+            return stored
+        r = object_attr(tx, v, v.obj, name, covered=False, generic=True)
+        if r is _MISSING:
+            raise _attr_error(v, name)
+        return r
+    if isinstance(v, NewObjectValue):
+        return _new_object_attr(tx, v, name)
+    raise Unsupported(f"object.__getattribute__ on {v.describe()}")
 
 
 def _new_object_attr(tx: "Tracer", v: NewObjectValue, name: str) -> Value:
@@ -234,6 +300,10 @@ def _class_attr(tx: "Tracer", v: ClassValue, name: str) -> Value:
 
 
 def _constant_attr(tx: "Tracer", v: ConstantValue, name: str) -> Value:
+    from .introspection import signature_attr
+    special = signature_attr(tx, v, name)
+    if special is not None:
+        return special
     try:
         r = getattr(v.value, name)
     except AttributeError:
@@ -266,8 +336,12 @@ def _function_attr(tx: "Tracer", v: Value, name: str) -> Value:
         meta = {"__name__": v.code.co_name, "__qualname__": v.code.co_qualname}
         if name in meta:
             return ConstantValue(meta[name])
+        if name == "__code__":
+            return ConstantValue(v.code)
     elif obj is not None and name in ("__name__", "__qualname__", "__module__", "__doc__"):
         return ConstantValue(getattr(obj, name, None))
+    elif isinstance(v, FunctionValue) and name == "__code__":    # the function is fixed by its guard
+        return ConstantValue(v.fn.__code__)
     elif isinstance(v, TorchOpValue) and hasattr(v.fn, name):
         return tx.wrap(getattr(v.fn, name), None)
     raise Unsupported(f"reading attribute {name!r} of {v.describe()}")

@@ -328,6 +328,15 @@ def _object_setattr(tx, args, kwargs):
     return ConstantValue(None)
 
 
+@builtin(object.__getattribute__)
+def _object_getattribute(tx, args, kwargs):
+    """``object.__getattribute__(self, name)`` / ``super().__getattribute__(name)``."""
+    from .attrs import generic_getattr
+    if len(args) != 2 or kwargs:
+        raise PythonError.of(TypeError(f"expected 2 arguments, got {len(args)}"))
+    return generic_getattr(tx, args[0], _consts([args[1]], "__getattribute__")[0])
+
+
 @builtin(_object_init)
 def _object_init_call(tx, args, kwargs):
     if len(args) > 1 or kwargs:

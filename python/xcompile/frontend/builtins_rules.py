@@ -137,6 +137,8 @@ def _fold_or_unsupported(fn, what):
         if fn in (str, repr) and len(args) == 1 and isinstance(args[0], UserObjectValue) \
                 and isinstance(args[0].obj, BaseException):          # made at trace time: constant
             return fold(fn, args[0].obj)
+        if fn in (str, repr, format) and len(args) == 1 and isinstance(args[0], ClassValue):
+            return fold(fn, args[0].cls)        # str(type(x)): the class is fixed (guarded) at trace time
         if any(isinstance(a, TensorValue) for a in args):
             raise Unsupported(f"{what}() of a tensor needs its value at trace time",
                               "Keep the value as a tensor, or move this out of the compiled region.")
@@ -520,3 +522,4 @@ BUILTINS[math.ceil] = lambda tx, args, kwargs: fold(math.ceil, *_consts(args, "m
 
 
 from . import builtins_more  # noqa: E402,F401  (more rows: itertools, collections, operator, setattr...)
+from . import introspection  # noqa: E402,F401  (inspect.signature)

@@ -171,10 +171,29 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
         return make_namedtuple(tx, cls, list(args), dict(kwargs))
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return _make_exception(cls, args, kwargs)
+    if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and \
+            (cls.__module__ or "").startswith("torch.nn."):
+        return _stateless_torch_module(cls, args, kwargs)
     from .builtins_rules import BUILTINS
     if is_plain_user_class(cls) and cls not in BUILTINS:
         return _construct(tx, cls, args, kwargs)
     return _builtin(tx, v, args, kwargs)
+
+
+def _stateless_torch_module(cls: type, args, kwargs) -> Value:
+    """``nn.ReLU()(x)`` / ``nn.Dropout(p)`` made in forward: a torch.nn module without
+    parameters or buffers is built at trace time from constant arguments (every call of eager
+    builds an equal one) and its forward is inlined."""
+    from .pyops import as_constant
+    consts = [as_constant(a) for a in [*args, *kwargs.values()]]
+    if not all(ok for ok, _ in consts):
+        raise Unsupported(f"creating {cls.__name__} with non-constant arguments inside the compiled region")
+    vals = [c for _, c in consts]
+    m = cls(*vals[:len(args)], **dict(zip(kwargs, vals[len(args):])))
+    if any(True for _ in m.parameters()) or any(True for _ in m.buffers()):
+        raise Unsupported(f"creating {cls.__name__} (which has parameters or buffers) inside the compiled region",
+                          "Create the module in __init__ and call it in forward.")
+    return ModuleValue(m)
 
 
 def _make_exception(cls: type, args, kwargs) -> Value:

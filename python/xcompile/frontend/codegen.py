@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .resume import CannotResume
-from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from .sources import AttrSource, GenericAttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from .values import (
     AutocastValue,
     BoundMethodValue,
@@ -159,6 +159,8 @@ class RunnerBuilder:
             return f"{table}[{src.global_name!r}]"
         if isinstance(src, ClosureSource):
             return f"closure[{src.index}].cell_contents"
+        if isinstance(src, GenericAttrSource):
+            return f"object.__getattribute__({self.source(src.base)}, {src.attr!r})"
         if isinstance(src, AttrSource):
             base = self.source(src.base)
             if src.attr.isidentifier() and not keyword.iskeyword(src.attr):
@@ -328,7 +330,13 @@ def _tensor_method(b: RunnerBuilder, v: TensorMethodValue) -> str:
 
 
 def _object_method(b: RunnerBuilder, v: ObjectMethodValue) -> str:
-    return b.assign(f"getattr({b.expr(v.obj)}, {v.name!r})")
+    obj = b.expr(v.obj)
+    # the builtin container's own method, bound to the object: the storage of a dict subclass is
+    # the subclass instance, whose class may override the name (`super().get(k)` inside `get`)
+    meth = getattr(v.obj.python_type(), v.name, None)
+    if isinstance(meth, (types.MethodDescriptorType, types.WrapperDescriptorType)):
+        return b.assign(f"{b.const(meth)}.__get__({obj})")
+    return b.assign(f"getattr({obj}, {v.name!r})")
 
 
 def _partial(b: RunnerBuilder, v: PartialValue) -> str:

@@ -7,6 +7,7 @@ from .exc import Unsupported
 from .iteration import items_of
 from .tracer import Frame, handler
 from .values import (
+    BuiltinValue,
     CellValue,
     ClassValue,
     ConstantValue,
@@ -24,9 +25,28 @@ def _call(f: Frame, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> N
     if isinstance(fn, ClassValue) and fn.cls is super:
         f.push(_super(f, args))
         return
+    if isinstance(fn, BuiltinValue) and fn.fn is locals and not args and not kwargs:
+        f.push(_locals(f))
+        return
     if isinstance(fn, ContextExitValue) and fn.ctx in f.ctx_stack:
         f.ctx_stack.remove(fn.ctx)               # leaving the `with` block
     f.push(call_value(f.tx, fn, args, kwargs))
+
+
+def _locals(f: Frame) -> Value:
+    """``locals()`` in a function: a new dict of the bound local and cell variables, by the
+    user's names (run at a graph break it would see the runner's own locals instead)."""
+    items: dict[str, Value] = {}
+    code = f.code
+    for name in (*code.co_varnames, *code.co_cellvars, *code.co_freevars):
+        if name in items or name.startswith(("___", "__xc", "__stack")):   # resume-code slots
+            continue
+        v = f.locals.get(name)
+        if v is None and name in f.cells:
+            v = f.cells[name].contents
+        if v is not None and not isinstance(v, NullValue):
+            items[name] = v
+    return DictValue(items)
 
 
 def _super(f: Frame, args: list[Value]) -> Value:

@@ -94,6 +94,18 @@ class AttrSource(Source):
 
 
 @dataclass(frozen=True)
+class GenericAttrSource(AttrSource):
+    """``object.__getattribute__(base, attr)``: read past a class's own ``__getattribute__`` (a
+    traced ``super().__getattribute__(name)``); guards read it without running Python code."""
+
+    def name(self) -> str:
+        return f"object.__getattribute__({self.base.name()}, {self.attr!r})"
+
+    def fetch(self, *frame):
+        return object.__getattribute__(self.base.fetch(*frame), self.attr)
+
+
+@dataclass(frozen=True)
 class ItemSource(Source):
     """``base[key]`` for a list/tuple index or a dict key (a hashable constant)."""
 

@@ -12,6 +12,8 @@ One registry, one row per marked object::
     forbid          ForbiddenInGraph (an error, even with fullgraph=False)
     disable         graph break; the call runs eagerly with compilation off inside
     skip            graph break; the frame runs eagerly, the frames it calls are compiled
+    constant        run at trace time on constant arguments; the result is a constant
+                    (``assume_constant_result``, or torch's ``_dynamo_marked_constant`` mark)
     mark_*          (the marking functions themselves, called inside traced code)
 
 The interpreter reaches these rules through two hooks: ``wrap_special`` (called first by
@@ -74,6 +76,8 @@ def rule_of(obj: Any) -> str | None:
             return "disable"
         if obj.__code__ in _skip_codes():
             return "skip"
+        if obj.__dict__.get("_dynamo_marked_constant"):  # assume_constant_result (ours or torch's)
+            return "constant"
     return None
 
 
@@ -222,6 +226,21 @@ def _unflatten(struct: Any, leaves: list[Value], what: str) -> Value:
                       "Return tensors, constants, and lists/tuples/dicts of these.")
 
 
+def _assume_constant(tx, obj, args, kwargs) -> Value:
+    """``assume_constant_result``: the function runs at trace time (on constant arguments) and
+    its result is a constant of the graph (transformers marks ``is_torch_available`` so)."""
+    from .pyops import as_constant
+    consts = [as_constant(a) for a in [*args, *kwargs.values()]]
+    if not all(ok for ok, _ in consts):
+        raise Unsupported(f"{_name(obj)} is marked assume_constant_result but is called with "
+                          "non-constant arguments")
+    vals = [c for _, c in consts]
+    result = obj(*vals[:len(args)], **dict(zip(kwargs, vals[len(args):])))
+    if isinstance(result, torch.Tensor):
+        raise Unsupported(f"{_name(obj)} is marked assume_constant_result but returned a tensor")
+    return tx.wrap(result, None)
+
+
 def _logging(tx, obj, args, kwargs) -> Value:
     raise Unsupported(f"call to logging function {obj.__module__}.{_name(obj)}",
                       "Log outside the compiled region, or accept the graph break.")
@@ -280,6 +299,7 @@ def _eogb_factory(tx, obj, args, kwargs) -> Value:
 
 RULE_CALLS: dict[str, Callable[..., Value]] = {
     "graph_break": _graph_break,
+    "constant": _assume_constant,
     "allow": _graph_node(nonstrict=False),
     "nonstrict": _graph_node(nonstrict=True),
     "disallow": _disallow,

@@ -227,6 +227,9 @@ _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
     (lambda o: type(o) is set, _set),
     (lambda o: _is_hashable(o) and (o in rules.FOLD_AT_TRACE or o in rules.FORBIDDEN) or rules.is_torch_op(o),
      _identity_guarded(lambda o, s: TorchOpValue(o, source=s))),
+    # Python functions with a handler (inspect.signature) are answered, not traced through
+    (lambda o: isinstance(o, types.FunctionType) and o in _builtin_table(),
+     _identity_guarded(lambda o, s: BuiltinValue(o, source=s))),
     (lambda o: isinstance(o, types.FunctionType), _identity_guarded(lambda o, s: FunctionValue(o, source=s))),
     (lambda o: isinstance(o, types.MethodType), _bound_method),
     (lambda o: isinstance(o, types.ModuleType),

@@ -7,7 +7,7 @@ Slots: ``[0, n_inputs)`` are the graph's inputs, then one slot per pass-through 
 from __future__ import annotations
 
 from .. import _C
-from ..frontend.sources import (AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource,
+from ..frontend.sources import (AttrSource, GenericAttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource,
                                 LocalSource, Source)
 from . import spec
 
@@ -47,6 +47,8 @@ class _Lowering:
             n = self.root.closure(src.index, src.var_name)
         elif isinstance(src, ClosureCellSource):
             n = self.root.closure_cell(src.index, src.var_name)
+        elif isinstance(src, GenericAttrSource):
+            n = self.node(src.base).generic_attr(src.attr)
         elif isinstance(src, AttrSource):
             n = self.node(src.base).attr(src.attr)
         elif isinstance(src, ItemSource):

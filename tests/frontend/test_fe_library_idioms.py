@@ -1,0 +1,310 @@
+"""Constructs that Hugging Face transformers uses around its tensor code, each on its own:
+config objects with their own ``__getattribute__`` (``attribute_map``) and ``__getattr__``,
+``str(type(x))``, ``func.__code__.co_varnames``, ``inspect.signature(fn).parameters``,
+``super().get`` inside a dict subclass's ``get``, torch.nn modules made in ``forward``, and which
+files are compiled (third-party packages inside the stdlib folder of a Python without a
+virtualenv).  Each compiled result is compared with eager; graph counts are exact."""
+from __future__ import annotations
+
+import inspect
+import os
+import sysconfig
+
+import pytest
+import torch
+
+import xcompile
+from xcompile import convert_frame
+from xcompile.testing import CompileCounter
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    xcompile.reset()
+    yield
+    xcompile.reset()
+
+
+def _run(fn, *args, graphs=1):
+    cnt = CompileCounter()
+    cf = xcompile.compile(fn, backend=cnt)
+    for _ in range(2):
+        fresh = [torch.randn_like(a) if isinstance(a, torch.Tensor) else a for a in args]
+        torch.testing.assert_close(cf(*fresh), fn(*fresh))
+    assert cnt.frame_count == graphs, cnt.frame_count
+    return cnt
+
+
+# -- which files are compiled ----------------------------------------------------------------------------------
+def test_site_packages_inside_stdlib_is_compiled():
+    stdlib = sysconfig.get_paths()["stdlib"]
+    inside = os.path.join(stdlib, "site-packages", "somepkg", "mod.py")      # pyenv / conda / python.org
+    assert not convert_frame._skip_file(inside)
+    assert not convert_frame._skip_file("/venv/lib/python3.11/site-packages/somepkg/mod.py")
+    assert not convert_frame._skip_file("/usr/lib/python3/dist-packages/somepkg/mod.py")
+    assert convert_frame._skip_file(os.path.join(stdlib, "json", "decoder.py"))
+    assert convert_frame._skip_file(torch.nn.functional.__file__)
+    assert convert_frame._skip_file(inspect.__file__)
+
+
+def test_installed_package_frames_are_compiled():
+    transformers = pytest.importorskip("transformers")
+    from transformers import pytorch_utils
+    assert not convert_frame._skip_code(pytorch_utils.apply_chunking_to_forward.__code__)
+    assert transformers.__file__
+
+
+# -- config objects ---------------------------------------------------------------------------------------------
+class MappedConfig:
+    """PretrainedConfig's shape: names mapped through a class-level ``attribute_map``."""
+    attribute_map = {"hidden": "hidden_size", "layers": "num_layers"}
+
+    def __init__(self):
+        self.hidden_size = 3
+        self.num_layers = 2
+        self.scale = 0.5
+
+    def __setattr__(self, key, value):
+        if key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        super().__setattr__(key, value)
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = super().__getattribute__("attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+class LayeredConfig(MappedConfig):
+    """A second ``__getattribute__`` reached through super() (transformers' heterogeneity mixin)."""
+
+    def __getattribute__(self, key):
+        spec = super().__getattribute__("__dict__").get("_spec")
+        if spec is not None and key in spec:
+            raise AttributeError(f"{key} is per-layer")
+        return super().__getattribute__(key)
+
+
+def test_custom_getattribute_mapped_names():
+    cfg = MappedConfig()
+
+    def f(x):
+        return x * cfg.hidden + cfg.layers + cfg.scale + cfg.hidden_size
+
+    _run(f, torch.randn(4))
+
+
+def test_custom_getattribute_missing_attribute_defaults():
+    cfg = LayeredConfig()
+
+    def f(x):
+        v = getattr(cfg, "vision_feature_layer", None)
+        has = hasattr(cfg, "use_cache")
+        return x + (1 if v is None else 2) + (10 if has else 20) + cfg.hidden
+
+    _run(f, torch.randn(4))
+
+
+def test_custom_getattribute_raising_in_traced_code_is_caught():
+    cfg = LayeredConfig()
+    object.__setattr__(cfg, "_spec", ("scale",))
+
+    def f(x):
+        try:
+            s = cfg.scale
+        except AttributeError:
+            s = -1.0
+        return x * s
+
+    _run(f, torch.randn(4))
+
+
+def test_custom_getattribute_value_change_recompiles():
+    cfg = MappedConfig()
+
+    def f(x):
+        return x * cfg.hidden
+
+    cnt = CompileCounter()
+    cf = xcompile.compile(f, backend=cnt)
+    x = torch.randn(4)
+    torch.testing.assert_close(cf(x), x * 3)
+    cfg.hidden = 5                                   # stored as hidden_size through __setattr__
+    torch.testing.assert_close(cf(x), x * 5)
+    assert cnt.frame_count == 2
+
+
+def test_getattribute_frame_compiled_alone_does_not_recurse():
+    """The config's __getattribute__ reached from eager code becomes a compiled frame of its own;
+    its guards must not run the same __getattribute__ again (that recursed without end)."""
+    cfg = MappedConfig()
+
+    @xcompile.disable
+    def eager_reads(c):
+        return c.hidden + c.layers
+
+    def f(x):
+        return x + eager_reads(cfg)
+
+    cf = xcompile.compile(f, backend="eager")
+    for _ in range(3):
+        x = torch.randn(3)
+        torch.testing.assert_close(cf(x), x + 5)
+    assert cfg.hidden == 3
+
+
+def test_getattr_hook_is_traced():
+    class Lazy:
+        def __init__(self):
+            self.base = 2.0
+
+        def __getattr__(self, name):
+            if name.startswith("scaled_"):
+                return self.base * int(name[len("scaled_"):])
+            raise AttributeError(name)
+
+    obj = Lazy()
+
+    def f(x):
+        return x * obj.scaled_3 + getattr(obj, "other", 1.0)
+
+    _run(f, torch.randn(4))
+
+
+# -- introspection --------------------------------------------------------------------------------------------
+def test_str_of_a_class():
+    def f(x):
+        rep = str(type(x))
+        name = repr(type(x))
+        return x + (1 if "torch" in rep else 0) + (1 if name.startswith("<class") else 0) + len(format(int))
+
+    _run(f, torch.randn(4))
+
+
+def test_function_code_varnames():
+    def inner(self, use_cache=None, other=None):
+        return use_cache
+
+    def f(x):
+        names = inner.__code__.co_varnames
+        idx = names.index("use_cache") - 1 if "use_cache" in names else None
+        return x + idx + inner.__code__.co_argcount
+
+    _run(f, torch.randn(4))
+
+
+def test_inspect_signature():
+    class M(torch.nn.Module):
+        def forward(self, a, b=2):
+            return a
+
+        def chunk(self, x):
+            return x * 2
+
+    m = M()
+
+    def g(x, y=None):
+        return x
+
+    def f(x):
+        n = len(inspect.signature(m.chunk).parameters)
+        k = "b" in inspect.signature(m.forward).parameters
+        p = inspect.signature(g).parameters["y"]
+        names = list(inspect.signature(m).parameters.keys())
+        return x + n + k + (p.default is None) + len(names) + (p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+    _run(f, torch.randn(4))
+
+
+# -- containers and modules -----------------------------------------------------------------------------------
+class Registry(dict):
+    """transformers' _CanRecordRegistry: ``get`` overridden, calling ``super().get``."""
+
+    def get(self, model):
+        return super().get(str(model.__class__)) or {}
+
+
+def test_dict_subclass_super_get_across_a_break():
+    reg = Registry()
+    dict.__setitem__(reg, str(torch.nn.Linear), {"k": 1})
+
+    def f(x, lin):
+        flags = reg.get(lin)
+        print("", end="")                           # a graph break while `super().get` is live
+        return x + len(flags) + len(reg.get(x))
+
+    lin = torch.nn.Linear(2, 2)
+    cf = xcompile.compile(f, backend="eager")
+    for _ in range(2):
+        x = torch.randn(3)
+        torch.testing.assert_close(cf(x, lin), f(x, lin))
+
+
+def test_dict_subclass_super_get_runner():
+    """The runner rebuilt after a break binds dict.get itself, never the subclass's override."""
+    reg = Registry()
+    dict.__setitem__(reg, str(torch.nn.Linear), {"k": 1})
+
+    def f(x, lin):
+        getter = super(Registry, reg).get
+        xcompile.graph_break()
+        return x + len(getter(str(type(lin))))
+
+    lin = torch.nn.Linear(2, 2)
+    cf = xcompile.compile(f, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(cf(x, lin), x + 1)
+
+
+def test_stateless_torch_module_made_in_forward():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.nn.ReLU()(self.lin(x)) + torch.nn.Softmax(dim=-1)(x)
+
+    m = M()
+    _run(m, torch.randn(2, 4))
+
+
+def test_torch_module_with_parameters_made_in_forward_breaks():
+    def f(x):
+        return torch.nn.Linear(4, 4)(x).shape[0] + x
+
+    cnt = CompileCounter()
+    cf = xcompile.compile(f, backend=cnt)
+    x = torch.randn(4)
+    torch.testing.assert_close(cf(x), f(x))
+
+
+# -- locals() ---------------------------------------------------------------------------------------------
+def test_locals_is_the_users_frame():
+    """``'{name}'.format(**locals())`` (setuptools' import hook does this): traced, never run by the
+    graph-break machinery where it would see the runner's own variables."""
+    def f(x, fullname):
+        method_name = "spec_for_{fullname}".format(**locals())
+        return x + 1, method_name
+
+    cf = xcompile.compile(f, backend="eager")
+    x = torch.randn(2)
+    out, name = cf(x, "abc")
+    assert name == "spec_for_abc"
+    torch.testing.assert_close(out, x + 1)
+
+
+def test_locals_after_a_break_sees_every_variable():
+    """A resume function keeps the variables only ``locals()`` reads (liveness counts it)."""
+    def f(x, fullname):
+        y = x + 1
+        xcompile.graph_break()
+        name = "spec_for_{fullname}".format(fullname=locals()["fullname"])
+        return y, name, sorted(locals())
+
+    cf = xcompile.compile(f, backend="eager")
+    x = torch.randn(2)
+    ref = f(x, "abc")
+    out = cf(x, "abc")
+    torch.testing.assert_close(out[0], ref[0])
+    assert out[1:] == ref[1:]
