@@ -308,3 +308,36 @@ def test_locals_after_a_break_sees_every_variable():
     out = cf(x, "abc")
     torch.testing.assert_close(out[0], ref[0])
     assert out[1:] == ref[1:]
+
+
+# -- found on real models -----------------------------------------------------------------------------------
+def test_staticmethod_with_defaults_called_on_self():
+    """RoBERTa's ``self.create_position_ids_from_input_ids(ids, pad, 0)``: the guard on the
+    defaults reads the function behind the staticmethod (it read the staticmethod object, a
+    guard that never passed, so the whole model ran eagerly without a word)."""
+    class Emb(torch.nn.Module):
+        @staticmethod
+        def positions(x, offset=0):
+            return torch.cumsum(torch.ones_like(x), 0) + offset
+
+        def forward(self, x):
+            return x + self.positions(x)
+
+    m = Emb()
+    cnt = _run(m, torch.randn(5))
+    x = torch.randn(5)
+    cf = xcompile.compile(m, backend=cnt)
+    cf(x)
+    assert cnt.frame_count == 1
+
+
+def test_int_plus_equals_tensor():
+    """T5: ``relative_buckets = 0; relative_buckets += t`` is ``0 + t`` (int has no __iadd__)."""
+    def f(x):
+        acc = 0
+        acc += (x > 0).long() * 3
+        scale = 1.0
+        scale *= x
+        return acc + scale
+
+    _run(f, torch.randn(6))

@@ -89,8 +89,9 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
             raise Unsupported(f"property {name!r} has no getter")
         fsrc = AttrSource(member_source, "fget") if member_source is not None else None
         return tx.inline_call(None, FunctionValue(raw.fget, source=fsrc, covered=True), [obj_v], {})
-    if isinstance(raw, staticmethod):
-        return tx.wrap(raw.__func__, member_source, True)
+    if isinstance(raw, staticmethod):       # the class dict holds the staticmethod object
+        fsrc = AttrSource(member_source, "__func__") if member_source is not None else None
+        return tx.wrap(raw.__func__, fsrc, True)
     if isinstance(raw, classmethod):
         fsrc = AttrSource(member_source, "__func__") if member_source is not None else None
         return BoundMethodValue(tx.wrap(raw.__func__, fsrc, True), ClassValue(cls))

@@ -97,6 +97,8 @@ def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
         if r is not None:
             return r
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
+        if op in _INPLACE and not isinstance(a, TensorValue):
+            op = _INPLACE[op]           # `n = 0; n += t`: an int has no __iadd__, so `n + t`
         return tx.gb.call("call_function", op, (a, b))
     if is_sym(a) or is_sym(b):                            # captured scalars (Tensor.item())
         return scalars.binary(tx, op, a, b)
