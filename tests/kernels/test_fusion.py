@@ -82,3 +82,18 @@ def test_buffer_reuse():
     compiled = compile_fn(fn, inputs)
     assert "reuses" in compiled.wrapper_src or "del " in compiled.wrapper_src
     assert_close(compiled(*inputs), fn(*inputs), tol=dict(atol=1e-5, rtol=1e-5))
+
+
+def test_residual_stream_is_stored_not_recomputed():
+    """``x = x + f(norm(x))`` block after block: each residual sum is stored once (it has three
+    readers: the norm's two loops and the next sum), not recomputed from every earlier block's
+    output by each reader, which made kernels read more buffers the deeper they were."""
+    def fn(x, w):
+        for _ in range(6):
+            x = x + torch.tanh(F.layer_norm(x, (32,)) @ w)
+        return F.layer_norm(x, (32,))
+    inputs = [torch.randn(16, 32), torch.randn(32, 32) / 6]
+    compiled = compile_fn(fn, inputs)
+    widest = max(len(k.params) for k in compiled.kernels)
+    assert widest <= 5, compiled.wrapper_src
+    assert_close(compiled(*inputs), fn(*inputs), tol=dict(atol=1e-4, rtol=1e-4))

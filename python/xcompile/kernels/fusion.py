@@ -130,6 +130,18 @@ class Fusion:
                     return True
         return False
 
+    def full_reads(self, n: LoopNode, rec: ReadRecorder) -> int:
+        """How many buffers ``n`` reads at an index using all of its loop variables (element by
+        element; broadcast reads of per-row or per-column values are cheap and not counted)."""
+        idx = [index_var("x", i) for i in range(len(n.ranges))]
+        loop_vars = {v for v, s in zip(idx, n.ranges) if s != 1}
+        full = set()
+        for name, index in rec.reads:
+            used = set().union(*[sympy.sympify(i).free_symbols for i in index]) if index else set()
+            if loop_vars <= used:
+                full.add(name)
+        return len(full)
+
     def inline(self) -> tuple[list, dict[str, LoopNode]]:
         loops = [n for n in self.g.nodes if isinstance(n, LoopNode)]
         recs = {n: record(n) for n in loops}
@@ -162,6 +174,14 @@ class Fusion:
                 continue
             if len(users) > 1 and cost > self.inline_max_ops:
                 _why(f"keep {b}: {cost} ops, {len(users)} readers")
+                continue
+            heavy = self.full_reads(n, recs[n])
+            if len(users) > 1 and (len(users) - 1) * (heavy - 1) >= 2:
+                # each reader would load all of its inputs again: U * R loads instead of
+                # R + U loads and one store (a residual stream x + f(x) read by a norm's two
+                # loops and the next residual add would otherwise be recomputed from every
+                # earlier block's output, its reads growing with depth)
+                _why(f"keep {b}: reads {heavy} buffers element by element, {len(users)} readers")
                 continue
             inlined[b] = n
         # the nodes that remain, with inlined producers substituted into their bodies
