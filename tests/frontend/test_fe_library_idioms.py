@@ -341,3 +341,75 @@ def test_int_plus_equals_tensor():
         return acc + scale
 
     _run(f, torch.randn(6))
+
+
+# -- functools wrappers and descriptors on classes ----------------------------------------------------------
+def test_lru_cached_method_runs_once_like_eager():
+    """transformers' ``logger.warning_once``: an lru_cache'd function set on a class binds to the
+    instance; with constant arguments it runs once (at trace time) and later calls hit the cache,
+    as in eager, without a graph break."""
+    import functools
+
+    calls = []
+
+    class Logger:
+        pass
+
+    @functools.lru_cache(None)
+    def warning_once(self, msg):
+        calls.append(msg)
+
+    Logger.warning_once = warning_once
+    log = Logger()
+
+    def f(x):
+        log.warning_once("sdpa does not support output_attentions")
+        return x * 2
+
+    cnt = _run(f, torch.randn(3))
+    assert calls == ["sdpa does not support output_attentions"]
+    assert cnt.frame_count == 1
+
+
+def test_lru_cached_function_with_tensor_arguments_is_traced():
+    import functools
+
+    @functools.lru_cache(None)
+    def scale(n):
+        return n * 2
+
+    @functools.lru_cache(None)
+    def apply(t):          # tensors hash by identity: traced, not cached at trace time
+        return t + 1
+
+    def f(x):
+        return apply(x) * scale(3)
+
+    _run(f, torch.randn(3))
+
+
+def test_descriptors_on_a_class_are_bound_or_break():
+    import functools
+
+    class Obj:
+        def __init__(self):
+            self.k = 3
+
+        def _mul(self, x, by):
+            return x * by * self.k
+
+        triple = functools.partialmethod(_mul, by=3)
+
+        @functools.cached_property
+        def offset(self):
+            return self.k + 1
+
+    o = Obj()
+
+    def f(x):
+        return o.triple(x) + o.offset
+
+    cf = xcompile.compile(f, backend="eager")
+    for _ in range(2):
+        x = torch.randn(3)
+        torch.testing.assert_close(cf(x), x * 9 + 4)

@@ -95,10 +95,10 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
     if isinstance(raw, classmethod):
         fsrc = AttrSource(member_source, "__func__") if member_source is not None else None
         return BoundMethodValue(tx.wrap(raw.__func__, fsrc, True), ClassValue(cls))
-    if name == "__call__" and raw is functools._lru_cache_wrapper.__call__:  # lru_cache / cache:
-        wrapped = real_object(obj_v).__wrapped__                              # inline the function
-        return tx.wrap(wrapped, AttrSource(obj_v.source, "__wrapped__") if obj_v.source else None,
-                       obj_v.covered)
+    if name == "__call__" and raw is functools._lru_cache_wrapper.__call__:  # lru_cache / cache
+        from .values import PartialValue
+        from .builtins_more import lru_cached_call
+        return PartialValue(BuiltinValue(lru_cached_call), [obj_v], {})
     if raw is object.__setattr__ or raw is torch.nn.Module.__setattr__:   # super().__setattr__(n, v)
         from .values import PartialValue
         return PartialValue(BuiltinValue(object.__setattr__), [obj_v], {})
@@ -115,6 +115,13 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
         return storage_method(obj_v.storage, name)          # dict.keys(self), super().__setitem__...
     if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
         raise Unsupported(f"calling builtin method {name!r} of {obj_v.describe()}")
+    if isinstance(raw, functools._lru_cache_wrapper):   # @lru_cache on a method binds like a function
+        return BoundMethodValue(tx.wrap(raw, member_source, True), obj_v)   # (transformers' warning_once)
+    if hasattr(type(raw), "__get__") and not isinstance(raw, type):
+        # any other descriptor (partialmethod, cached_property not yet cached, a custom one) binds
+        # to the instance in eager: returning the raw object would be a wrong answer
+        raise Unsupported(f"attribute {name!r} of {obj_v.describe()} is a {type(raw).__name__} descriptor",
+                          "Read it outside the compiled region.")
     return None
 
 

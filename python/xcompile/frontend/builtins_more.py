@@ -4,8 +4,9 @@
                   combinations, permutations, pairwise, starmap, takewhile, dropwhile, compress
     collections   OrderedDict, defaultdict
     operator      itemgetter, attrgetter, methodcaller, the operators missing from builtins_rules
-    functools     lru_cache / cache wrappers (the wrapped function is inlined; caching is moot
-                  for a graph), partial objects from outside (builtins_rules)
+    functools     lru_cache / cache wrappers: called at trace time on constant (or identity-
+                  guarded) arguments, their result a constant as the cache makes it; else the
+                  wrapped function is inlined; partial objects from outside (builtins_rules)
     builtins      setattr, delattr, dict.fromkeys, frozenset, object attribute helpers
 
 Every iterator here is finite and built eagerly over values (``IteratorValue``), so the items
@@ -34,6 +35,7 @@ from .values import (
     SetValue,
     TupleValue,
     Value,
+    is_constant,
 )
 
 
@@ -393,6 +395,59 @@ def set_binary_op(tx, op, a: Value, b: Value) -> Value | None:
 
 
 # -- functools -----------------------------------------------------------------------------------------------
+def lru_cached_call(tx, args, kwargs):
+    """A call of an ``lru_cache`` / ``cache`` wrapper (``args[0]``).  Eager answers a repeated key
+    from the cache: with arguments that are constants, or objects the guards pin by identity, the
+    call is made at trace time and a constant result is the answer for every later call too (its
+    side effects happen once, as in eager: transformers' ``logger.warning_once``).  Otherwise the
+    wrapped function is traced."""
+    from .values import FunctionValue, PartialValue, real_object
+    wrapper_v, call_args = args[0], list(args[1:])
+    wrapper = real_object(wrapper_v)
+    real_args = _pinned(tx, [*call_args, *kwargs.values()])
+    if real_args is not None:
+        pos, kw = real_args[:len(call_args)], dict(zip(kwargs, real_args[len(call_args):]))
+        try:
+            result = wrapper(*pos, **kw)
+        except Exception as e:                   # eager raises the same, from the same call
+            raise PythonError.of(e) from None
+        if is_constant(result):
+            return ConstantValue(result)
+    wsrc = wrapper_v.source
+    from .sources import AttrSource
+    fn = FunctionValue(wrapper.__wrapped__, source=AttrSource(wsrc, "__wrapped__") if wsrc else None,
+                       covered=wrapper_v.covered)
+    from .calls import call_value
+    return call_value(tx, fn, call_args, kwargs)
+
+
+BUILTINS[lru_cached_call] = lru_cached_call
+
+
+def _pinned(tx, vals) -> list | None:
+    """The real objects behind ``vals`` when each is a constant or an object with a source (an
+    identity guard is added); None when any is not."""
+    from .values import ClassValue, FunctionValue, ModuleValue, UserObjectValue, real_object
+    out = []
+    for v in vals:
+        ok, c = as_constant(v)
+        if ok:
+            out.append(c)
+            continue
+        if isinstance(v, (UserObjectValue, ModuleValue, ClassValue, FunctionValue)) and v.source is not None \
+                and getattr(v, "storage", None) is None:
+            obj = real_object(v)
+            try:
+                hash(obj)
+            except TypeError:
+                return None
+            tx.guards.identity(v.source, obj)
+            out.append(obj)
+            continue
+        return None
+    return out
+
+
 def unwrap_cached(obj: Any) -> Any:
     """functools.lru_cache / cache wrappers around a Python function: that function."""
     if isinstance(obj, functools._lru_cache_wrapper):
