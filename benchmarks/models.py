@@ -13,7 +13,8 @@ XCOMPILE_CACHE_DIR point at new temp dirs), inference under ``torch.no_grad()``.
 - speedups over eager, and xcompile's speed relative to torch.compile (> 1: xcompile is faster).
 
 A compiler that fails on a model prints its error class in the row; the benchmark goes on.
-Outputs are compared with eager's (MISMATCH flags a difference).  One thread by default.
+Outputs are compared with eager's (MISMATCH flags a difference); a graph that xcompile's kernel
+generator could not build runs eagerly with a warning, and the row counts those.  One thread by default.
 
     python benchmarks/models.py [--models bert,llama] [--all] [--quick] [--threads N] [--rounds R]
 
@@ -115,9 +116,16 @@ def child(name: str, threads: int, rounds: int, quick: bool) -> dict:
         for key, compile_ in (("torch", torch.compile), ("xcompile", xcompile.compile)):
             try:
                 fn = compile_(model)             # both default to backend "inductor"
-                t0 = time.perf_counter()
-                out = fn(*args, **kwargs)
-                row[f"first_{key}"] = time.perf_counter() - t0
+                with warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
+                    t0 = time.perf_counter()
+                    out = fn(*args, **kwargs)
+                    row[f"first_{key}"] = time.perf_counter() - t0
+                # xcompile runs a graph its kernel generator cannot build eagerly, with a warning.
+                eager = [str(w.message) for w in caught if "running this graph eagerly" in str(w.message)]
+                if eager:
+                    row[f"eager_graphs_{key}"] = len(eager)
+                    row[f"why_{key}"] = eager[0][:200]
                 row[f"ok_{key}"] = _close(out, expected)
                 compiled[key] = fn
             except Exception as e:  # noqa: BLE001
@@ -224,6 +232,8 @@ def print_table(rows, a):
             rel.append(t / x)
         flags = "".join(f"  MISMATCH({who})" for who in ("torch", "xcompile") if r.get(f"ok_{who}") is False)
         flags += "".join(f"  [{who}: {r[f'err_{who}']}]" for who in ("torch", "xcompile") if f"err_{who}" in r)
+        flags += "".join(f"  [{who}: {r[f'eager_graphs_{who}']} graph(s) ran eagerly]" for who in ("torch", "xcompile")
+                         if f"eager_graphs_{who}" in r)
         flags += "".join(f"  [{who} explain: {r[f'graphs_{who}']}]" for who in ("torch", "xcompile")
                          if isinstance(r.get(f"graphs_{who}"), str))
         print(f"{name:12s} | {_count(r, 'torch'):>8s} {_count(r, 'xcompile'):>8s} | {first('torch'):>7s} "
