@@ -222,7 +222,9 @@ class DictUnchanged final : public Leaf {
  public:
   DictUnchanged(PyObject* d, std::string desc) : Leaf(std::move(desc)), watch_(d) {}
   bool check(PyObject* v) override { return v == watch_.dict() && watch_.unchanged(); }
-  void rewatch() override { watch_ = DictWatch(watch_.dict()); }
+  void rewatch() override {
+    if (!watch_.unchanged()) watch_ = DictWatch(watch_.dict());  // a globals dict is big: only when changed
+  }
 
  private:
   DictWatch watch_;
@@ -234,13 +236,28 @@ class ModuleTree final : public Leaf {
     if (!watch_tree()) throw_python_error();
   }
 
-  // Re-enumerates the tree and snapshots every dict again (the entry changed module state).
+  // The entry's own effects changed module state: plain attributes only (the frontend allows
+  // a rewatch only then, never for parameters, buffers or submodules), so the tree's shape is
+  // the same. Each dict that changed is snapshotted again, and dicts newly stored in it
+  // (`self.state = {...}`) are watched too. A version check per dict, no Python call: this
+  // runs after every call of such an entry (a static KV cache's bookkeeping in generate()).
+  // A submodule that is new to the tree (not expected, but cheap to notice) re-enumerates it.
   void rewatch() override {
-    std::vector<DictWatch> old;
-    old.swap(watches_);
-    if (!watch_tree()) {
-      PyErr_Clear();
-      watches_.swap(old);  // keep the old baseline: the guard fails and the frame recompiles
+    size_t n = watches_.size();
+    std::unordered_set<PyObject*> seen;
+    for (size_t i = 0; i < n; ++i) {
+      if (watches_[i].unchanged()) continue;
+      if (seen.empty()) {
+        for (const DictWatch& w : watches_) seen.insert(w.dict());
+      }
+      PyObject* d = watches_[i].dict();
+      watches_[i] = DictWatch(d);  // the new watch holds `d` before the old one lets go
+      PyObject *k, *v;
+      Py_ssize_t pos = 0;
+      while (PyDict_Next(d, &pos, &k, &v)) {
+        if (PyDict_Check(v) && seen.insert(v).second) watches_.emplace_back(v);
+        if (is_new_module(v, seen)) return rewatch_all();
+      }
     }
   }
 
@@ -253,6 +270,46 @@ class ModuleTree final : public Leaf {
   }
 
  private:
+  void rewatch_all() {
+    std::vector<DictWatch> old;
+    old.swap(watches_);
+    if (!watch_tree()) {
+      PyErr_Clear();
+      watches_.swap(old);  // keep the old baseline: the guard fails and the frame recompiles
+    }
+  }
+
+  // Whether `v` is an nn.Module whose __dict__ is not watched yet.
+  static bool is_new_module(PyObject* v, const std::unordered_set<PyObject*>& seen) {
+    static PyObject* module_type = nullptr;
+    if (module_type == nullptr) {
+      PyObject* mod = PyImport_GetModule(PyUnicode_InternFromString("torch.nn.modules.module"));
+      if (mod == nullptr) {
+        PyErr_Clear();
+        return false;
+      }
+      module_type = PyObject_GetAttrString(mod, "Module");  // kept for the process
+      Py_DECREF(mod);
+      if (module_type == nullptr) {
+        PyErr_Clear();
+        return false;
+      }
+    }
+    int is_module = PyObject_IsInstance(v, module_type);
+    if (is_module <= 0) {
+      PyErr_Clear();
+      return false;
+    }
+    PyObject* d = PyObject_GenericGetDict(v, nullptr);
+    if (d == nullptr) {
+      PyErr_Clear();
+      return true;
+    }
+    bool is_new = seen.count(d) == 0;
+    Py_DECREF(d);
+    return is_new;
+  }
+
   // Watches the __dict__ of every module of the tree, the dicts in them, and the global hook
   // dicts. False with a Python error set on failure.
   bool watch_tree() {

@@ -160,3 +160,32 @@ def test_rewatch_sees_submodules_added_before_it():
     assert check(root, m)
     m[1].flag = True                          # the new submodule's __dict__ is watched too
     assert not check(root, m)
+
+
+def test_rewatch_rebaselines_changed_dicts_and_watches_new_ones():
+    """rewatch() after an entry's effects: only the dicts that changed are snapshotted again (no
+    Python call, no re-enumeration), and a dict newly stored in a module's __dict__ is watched."""
+    m = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    root = C.RootGuard(0)
+    root.local(0, "m").add_module_tree(m, "MODULE_TREE")
+    m[0].counter = 1
+    assert not check(root, m)
+    root.rewatch()
+    assert check(root, m)
+    m[0].state = {"k": 1}
+    root.rewatch()
+    assert check(root, m)
+    m[0].state["k"] = 2                       # the new dict is watched
+    assert not check(root, m)
+
+
+def test_dict_unchanged_rewatch_keeps_an_unchanged_baseline():
+    d = {"a": 1}
+    root = C.RootGuard(0)
+    root.local(0, "d").add_dict_unchanged(d, "DICT_UNCHANGED")
+    root.rewatch()
+    assert check(root, d)
+    d["a"] = 2
+    assert not check(root, d)
+    root.rewatch()
+    assert check(root, d)
