@@ -138,6 +138,26 @@ def _run_twice(name, backend, *, fullgraph=False, tol=EAGER_TOL):
     assert counts[1] == counts[0], f"{name}: the second call with fresh inputs compiled again ({counts})"
 
 
+def _shapes(args, kwargs):
+    return [(p, tuple(v.shape), v.dtype) if isinstance(v, torch.Tensor) else (p, v)
+            for p, v in _flatten((args, kwargs))]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_builder(name):
+    """The builder runs eagerly; fresh() gives new values of the same shapes; train mode is
+    deterministic (dropout off), so compiled training steps can be compared with eager's."""
+    b = build(name)
+    with torch.no_grad():
+        out = b.model(*b.args, **b.kwargs)
+    assert any(isinstance(t, torch.Tensor) for _, t in _flatten(out))
+    args2, kwargs2 = seeded(lambda: b.fresh(), 1234)
+    assert _shapes(args2, kwargs2) == _shapes(b.args, b.kwargs)
+    t = build(name, train=True)
+    loss1, loss2 = loss_of(t.model, t.args, t.kwargs), loss_of(t.model, t.args, t.kwargs)
+    assert loss1.dim() == 0 and torch.equal(loss1, loss2)
+
+
 @pytest.mark.parametrize("name", _params("graphs", NAMES))
 def test_graphs(name):
     graphs, breaks, _ = torch_reference(name)
