@@ -413,3 +413,71 @@ def test_descriptors_on_a_class_are_bound_or_break():
     for _ in range(2):
         x = torch.randn(3)
         torch.testing.assert_close(cf(x), x * 9 + 4)
+
+
+# -- forward hooks registered inside the compiled frame -------------------------------------------------------
+def _hooked_model(remove=True, pre=False, with_kwargs=False):
+    class Inner(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.relu(self.lin(x)) * 2
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x):
+            seen = []
+            handles = []
+            for mod in self.modules():
+                if isinstance(mod, torch.nn.Linear):
+                    if pre:
+                        handles.append(mod.register_forward_pre_hook(lambda m, a: (a[0] * 3,)))
+                    elif with_kwargs:
+                        handles.append(mod.register_forward_hook(lambda m, a, k, o: seen.append(o) or o + 1,
+                                                                 with_kwargs=True))
+                    else:
+                        handles.append(mod.register_forward_hook(lambda m, a, o: seen.append(o)))
+            try:
+                out = self.inner(x) + 1
+            finally:
+                if remove:
+                    for h in handles:
+                        h.remove()
+            return out, tuple(seen)
+
+    return M()
+
+
+@pytest.mark.parametrize("kind", ["post", "pre", "with_kwargs"])
+def test_hooks_installed_and_removed_in_forward(kind):
+    m = _hooked_model(pre=kind == "pre", with_kwargs=kind == "with_kwargs")
+    cnt = CompileCounter()
+    cm = xcompile.compile(m, backend=cnt)
+    for _ in range(3):
+        x = torch.randn(2, 4)
+        out, seen = cm(x)
+        ref, ref_seen = m(x)
+        torch.testing.assert_close(out, ref)
+        assert len(seen) == len(ref_seen)
+        for a, b in zip(seen, ref_seen):
+            torch.testing.assert_close(a, b)
+    assert cnt.frame_count == 1                  # one graph, no recompile on later calls
+    assert not m.inner.lin._forward_hooks and not m.inner.lin._forward_pre_hooks
+
+
+def test_hook_left_installed_stays_like_eager():
+    m = _hooked_model(remove=False)
+    cm = xcompile.compile(m, backend="eager")
+    x = torch.randn(2, 4)
+    out, seen = cm(x)
+    assert len(m.inner.lin._forward_hooks) == 1          # registered for real, as in eager
+    assert len(seen) == 1
+    out2, seen2 = cm(x)
+    assert len(m.inner.lin._forward_hooks) == 2
+    assert len(seen2) == 1                                # the old hook appends to the old list
+    torch.testing.assert_close(out2, out)

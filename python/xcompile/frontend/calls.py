@@ -164,6 +164,10 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
         return _set_grad_enabled(tx, args)
     if cls is contextlib.nullcontext and not args:
         return NoOpContextValue("contextlib.nullcontext()")
+    if cls is torch.autograd.profiler.record_function:
+        # a profiler range (the optimizer's step wraps itself in one): not part of the graph,
+        # as under torch.compile
+        return NoOpContextValue("torch.autograd.profiler.record_function()")
     if cls is torch.autocast:
         return _autocast(tx, args, kwargs)
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):

@@ -32,6 +32,7 @@ from . import ops_binary, ops_build, ops_calls, ops_control, ops_load_store  # n
 from .capture import CapturedGraph, FrameState
 from .codegen import RunnerBuilder
 from .exc import Unsupported
+from .frame_hooks import pending_stop
 from .output import OutputBuilder
 from .resume import BreakKind, CannotResume, classify, resume_code, stub_code
 from .tracer import Frame, Tracer
@@ -178,25 +179,49 @@ class _Stop(Exception):
 def _run_top(frame: Frame, stop_after: int | None = None) -> None:
     """Run the top frame (to the end, or for ``stop_after`` instructions)."""
     steps, at = 0, frame.ip
+    tx = frame.tx
     try:
         while not frame.done:
             if steps == stop_after:
                 return
             at = frame.ip
+            tx.top_step = (steps, at)
             frame.step()
             steps += 1
     except Unsupported as e:
         e.user_stack.insert(0, frame.user_frame())
+        where = pending_stop(tx)
+        if where is not None and where < (steps, at):
+            raise _Stop(*where, _hook_kept(e)) from None
         raise _Stop(steps, at, e) from None
+    where = pending_stop(tx)
+    if where is not None and stop_after is None:
+        raise _Stop(*where, _hook_kept(None)) from None
+
+
+def _hook_kept(cause: Unsupported | None) -> Unsupported:
+    e = Unsupported("a forward hook registered in the compiled frame is still registered where the "
+                    "graph ends" + (f" ({cause.reason})" if cause is not None else " (the frame returns)"),
+                    "Remove the hook (handle.remove()) before the frame returns, or register it outside "
+                    "the compiled region.",
+                    "The registering call runs eagerly, so the hook stays on the module as in eager.")
+    if cause is not None:
+        e.user_stack = list(cause.user_stack)
+    return e
 
 
 def _whole(tracer: Tracer, result: Value) -> CapturedGraph:
     out = OutputBuilder(tracer)
     spec = out.spec(result)
+    initial_grad, final_grad = torch.is_grad_enabled(), tracer.gb.grad_enabled
+    if final_grad != initial_grad:                    # the graph leaves grad mode as it found it
+        from .calls import switch_grad_mode
+        switch_grad_mode(tracer, initial_grad)
     gm = tracer.gb.finish(out.outputs)
     return CapturedGraph(gm=gm, example_inputs=list(tracer.gb.example_inputs),
                          input_sources=list(tracer.gb.input_sources), output=spec,
-                         guards=tracer.guards.build(), passthrough_sources=out.passthrough)
+                         guards=tracer.guards.build(), passthrough_sources=out.passthrough,
+                         grad_mode_after=final_grad if final_grad != initial_grad else None)
 
 
 def _new_tracer(fs: FrameState, fullgraph: bool) -> Tracer:

@@ -96,7 +96,8 @@ def call_module(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[st
         raise Unsupported(f"calling {type(m).__name__} with hooks registered ({hook})",
                           "Backward hooks and global module hooks are not supported yet; remove the "
                           "hooks or compile the module's forward instead.")
-    if m._forward_pre_hooks or m._forward_hooks:
+    from .frame_hooks import has_frame_hooks
+    if m._forward_pre_hooks or m._forward_hooks or has_frame_hooks(tx, m):
         return _call_with_forward_hooks(tx, v, args, kwargs)
     return _call_forward(tx, v, args, kwargs)
 
@@ -107,13 +108,17 @@ def _hook_value(tx: "Tracer", v: ModuleValue, dict_name: str, hook_id: int) -> V
 
 
 def _call_with_forward_hooks(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    """nn.Module._call_impl's forward hook protocol, inlined."""
+    """nn.Module._call_impl's forward hook protocol, inlined: the module's hooks in order, then
+    the ones registered inside the traced code (frame_hooks.py)."""
     from .calls import call_value
+    from .frame_hooks import hooks_of
     from .values import TupleValue
     m = v.module
-    for hook_id in list(m._forward_pre_hooks):
-        hook = _hook_value(tx, v, "_forward_pre_hooks", hook_id)
-        if hook_id in m._forward_pre_hooks_with_kwargs:
+    pre = [(_hook_value(tx, v, "_forward_pre_hooks", i), i in m._forward_pre_hooks_with_kwargs)
+           for i in list(m._forward_pre_hooks)]
+    pre += [(h.hook, h.with_kwargs) for h in hooks_of(tx, m, pre=True)]
+    for hook, with_kwargs in pre:
+        if with_kwargs:
             r = tx.resolve(call_value(tx, hook, [v, TupleValue(list(args)), DictValue(dict(kwargs))], {}))
             if _is_none(r):
                 continue
@@ -130,9 +135,11 @@ def _call_with_forward_hooks(tx: "Tracer", v: ModuleValue, args: list[Value], kw
                 continue
             args = list(r.items) if isinstance(r, TupleValue) and r.cls is tuple else [r]
     result = _call_forward(tx, v, args, kwargs)
-    for hook_id in list(m._forward_hooks):
-        hook = _hook_value(tx, v, "_forward_hooks", hook_id)
-        if hook_id in m._forward_hooks_with_kwargs:
+    post = [(_hook_value(tx, v, "_forward_hooks", i), i in m._forward_hooks_with_kwargs)
+            for i in list(m._forward_hooks)]
+    post += [(h.hook, h.with_kwargs) for h in hooks_of(tx, m, pre=False)]
+    for hook, with_kwargs in post:
+        if with_kwargs:
             r = call_value(tx, hook, [v, TupleValue(list(args)), DictValue(dict(kwargs)), result], {})
         else:
             r = call_value(tx, hook, [v, TupleValue(list(args)), result], {})
