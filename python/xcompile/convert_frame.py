@@ -6,6 +6,7 @@ added it to the code's cache) or None, meaning "run this frame eagerly".
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import site
 import sysconfig
@@ -21,7 +22,7 @@ from .api_shapes import dynamic_mark_warning
 from .backends.registry import lookup_backend
 from .exc import BackendCompilerFailed, CacheLimitExceeded
 from .frontend.capture import FrameState
-from .frontend.exc import Unsupported
+from .frontend.exc import TorchRuntimeError, Unsupported
 from .frontend.side_effects import with_side_effects
 from .guards.lower import lower_guards, lower_output_spec
 
@@ -199,6 +200,11 @@ class ConvertFrame:
             result = graph_break.capture(frame, fullgraph=self.fullgraph)
         except Unsupported:
             raise                                 # fullgraph=True or error_on_graph_break
+        except TorchRuntimeError:
+            # an op fails on these inputs: this call runs eagerly, where the op raises eager's
+            # own error inside the frame, so its `with` exits and `except` clauses run (a resume
+            # function raising here would skip the `with` block it continues: grad mode left off)
+            return None
         except Exception as e:
             if not config.suppress_errors:
                 raise
@@ -215,7 +221,7 @@ class ConvertFrame:
         return None
 
     def _install(self, code, captured):
-        compiled = self._compile_graph(code, captured)
+        compiled = _keeping_grad_mode(self._compile_graph(code, captured), captured)
         n_inputs = len(captured.input_sources)
         guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
@@ -227,7 +233,8 @@ class ConvertFrame:
 
     def _install_broken(self, code, broken):
         """A frame with a graph break: the cache entry runs the replacement code (a runner)."""
-        compiled = self._compile_graph(code, broken.captured) if broken.has_graph else None
+        compiled = _keeping_grad_mode(self._compile_graph(code, broken.captured), broken.captured) \
+            if broken.has_graph else None
         runner = broken.make_runner(compiled)
         _C.set_code_state(runner.__code__, SKIP)
         log.log("output_code", "REPLACEMENT CODE for %s (graph break at %s)\n%s", _where(code),
@@ -253,8 +260,20 @@ class ConvertFrame:
         for o in list(graph_break_observers()):
             o.on_graph(code, gm, captured.guards)
         dynamic_mark_warning(_where(code), captured.example_inputs, [str(s) for s in captured.input_sources])
+        grad_on = contextlib.nullcontext()
+        if _starts_grad_off(gm):
+            # entered under no_grad, enabling grad inside (the resume function of a break in a
+            # `with torch.no_grad():` block): the graph sets the entry mode itself and is compiled
+            # and run with grad on, so an AOT backend builds the autograd path for what it
+            # computes with grad (it picks inference or training by the mode it is called in)
+            with gm.graph.inserting_before(next(n for n in gm.graph.nodes if n.op != "placeholder")):
+                gm.graph.call_function(torch._C._set_grad_enabled, (False,))
+            gm.recompile()
+            captured.run_grad_on = True
+            grad_on = torch.enable_grad()
         try:
-            compiled = self.backend(gm, list(captured.example_inputs))
+            with grad_on:
+                compiled = self.backend(gm, list(captured.example_inputs))
         except Exception as e:
             if config.suppress_errors:
                 warnings.warn(f"xcompile: backend {self.backend_name!r} failed on {_where(code)}; "
@@ -287,6 +306,37 @@ class ConvertFrame:
         if freeze:                                # else only this instance runs eagerly
             _C.set_code_state(code, NO_NEW)
         return None
+
+
+def _keeping_grad_mode(compiled, captured):
+    """A graph that switches grad mode inside (a ``with torch.no_grad():`` block) runs with the
+    caller's mode restored on every way out, normal or exceptional, and then set to the mode
+    the frame leaves behind. The eager backend runs the graph's own set_grad_enabled nodes;
+    AOT backends consume them while tracing, so without this a break inside the block left
+    grad mode off in the caller (issue #19)."""
+    after = captured.grad_mode_after
+    if after is None and not any(n.target is torch._C._set_grad_enabled for n in captured.gm.graph.nodes):
+        return compiled
+    set_grad = torch._C._set_grad_enabled
+    grad_on = getattr(captured, "run_grad_on", False)
+
+    def keeping_grad_mode(*args):
+        prev = torch.is_grad_enabled()
+        try:
+            if grad_on:
+                set_grad(True)
+            out = compiled(*args)
+        finally:
+            set_grad(prev if after is None else after)
+        return out
+    keeping_grad_mode.__qualname__ = f"grad_mode({getattr(compiled, '__qualname__', 'graph')})"
+    return keeping_grad_mode
+
+
+def _starts_grad_off(gm) -> bool:
+    """Called with grad off, and the graph turns it on somewhere."""
+    return not torch.is_grad_enabled() and any(
+        n.target is torch._C._set_grad_enabled and n.args and n.args[0] is True for n in gm.graph.nodes)
 
 
 def _instance_of(code: types.CodeType, f_locals: dict):

@@ -52,6 +52,11 @@ class CapturedGraph:
     # Mutations of state from outside the frame (frontend/side_effects.py EffectPlan), or None.
     # Its objects are passthrough_sources[:side_effects.n_objects]; apply after the graph runs.
     side_effects: Any = None
+    # The grad mode the frame leaves behind when it differs from the one it was called in
+    # (torch.set_grad_enabled(False) called, not used as a context): the graph itself leaves the
+    # mode as it found it; the cache entry sets this one after the graph (an AOT backend does
+    # not run the graph's set_grad_enabled nodes at all).
+    grad_mode_after: bool | None = None
 
     def __post_init__(self):
         if self.side_effects is None:

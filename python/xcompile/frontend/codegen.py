@@ -389,6 +389,11 @@ def _context_exit(b: RunnerBuilder, v: ContextExitValue) -> str:
         return name
     if isinstance(ctx, (GeneratorContextValue, AutocastValue)):
         raise CannotResume(f"{ctx.describe()} is active at the break")
+    if isinstance(ctx, GradModeValue) and ctx.exit_to is not None:
+        # the mode it was entered in: the graph may have left an outer block since (its exit ran
+        # in the graph, which leaves the real mode as it found it), and this block's __exit__
+        # restores what is current when it is made / entered
+        b.emit(f"torch._C._set_grad_enabled({ctx.exit_to})")
     if isinstance(ctx, GradModeValue) and ctx.prev is not None:
         ctx_expr = b.assign(f"torch.set_grad_enabled({ctx.enabled})", "ctx")
     elif isinstance(ctx, (GradModeValue, NoOpContextValue)):
