@@ -13,7 +13,7 @@ Sizes are tiny (hidden 32-64, 2 layers, sequence 8-16, batch 2): each runs eager
     args2, kwargs2 = b.fresh()          # new random values, same shapes and dtypes
     args3, kwargs3 = b.fresh(train=True)   # with labels: the model computes its own loss
 
-Dropout, layer drop and SpecAugment masking are off in every config (probabilities 0), so a
+Dropout, layer drop, drop path (stochastic depth) and SpecAugment masking are off in every config (probabilities 0), so a
 model in ``train()`` mode is deterministic and compiled training steps compare with eager's.
 Decoders run with ``use_cache=False`` (the outputs are tensors only).
 """
@@ -70,9 +70,9 @@ class ModelSpec:
 # -- helpers ----------------------------------------------------------------------------------
 
 def _no_dropout(config):
-    """Every dropout / layer-drop / masking probability in the config set to 0."""
+    """Every dropout / layer-drop / drop-path / masking probability in the config set to 0."""
     for k, v in config.to_dict().items():
-        if isinstance(v, float) and ("dropout" in k or "pdrop" in k or k.endswith("drop_prob")
+        if isinstance(v, float) and ("dropout" in k or "pdrop" in k or k.endswith("drop_prob") or "drop_path" in k
                                      or "layerdrop" in k or k.startswith("mask_time_prob")
                                      or k.startswith("mask_feature_prob")):
             setattr(config, k, 0.0)
