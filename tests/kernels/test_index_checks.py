@@ -77,17 +77,27 @@ def test_check_inside_reduction_and_computed_index(backend):
         compiled(x, j)
 
 
-def test_parallel_kernel_finds_one_bad_index():
-    """Big enough for the OpenMP outer loop: the index ranges reduce across threads."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_parallel_kernel_finds_one_bad_index(threads):
+    """Big enough for the OpenMP outer loop: the index ranges reduce across threads (and come
+    back from the one call of the loop when OpenMP has one thread)."""
     w, i = torch.randn(100, 64), torch.randint(0, 100, (2048,))
     compiled = compile_fn(lambda w, i: F.embedding(i, w) * 2, [w, i], "cpp")
     assert "omp parallel" in compiled.kernels[0].source
-    assert_close(compiled(w, i), [F.embedding(i, w) * 2])
-    for pos in (0, 1000, 2047):
-        j = i.clone()
-        j[pos] = 100
-        with pytest.raises(IndexError, match="index 100 is out"):
-            compiled(w, j)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert_close(compiled(w, i), [F.embedding(i, w) * 2])
+        for pos in (0, 1000, 2047):
+            j = i.clone()
+            j[pos] = 100
+            with pytest.raises(IndexError, match="index 100 is out"):
+                compiled(w, j)
+            j[pos] = -101
+            with pytest.raises(IndexError, match="index -101 is out"):
+                compiled(w, j)
+    finally:
+        torch.set_num_threads(old)
 
 
 def test_frontend_inductor_raises_and_recovers():

@@ -98,3 +98,22 @@ def test_large_parallel(backend):
     compiled = compile_fn(fn, xs, backend)
     for op, got, want in zip(ops, compiled(*xs), fn(*xs)):
         assert_close(got, want, op.name)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_parallel_kernels_one_thread_and_two(threads):
+    """Kernels big enough to split their outer loop between threads (pointwise, rows, columns,
+    a loop of tiles) give eager's results with one OpenMP thread (one call of the loop) and
+    with two (a share each, odd sizes)."""
+    def fn(x, y):
+        return (torch.tanh(x) * 2 + y, torch.softmax(x, -1), x.sum(0), (x * y).sum(0, keepdim=True) + 1,
+                torch.nn.functional.layer_norm(x, (x.shape[-1],)))
+    xs = [torch.randn(301, 517), torch.randn(301, 517)]
+    compiled = compile_fn(fn, xs, "cpp")
+    assert any("omp parallel" in k.source for k in compiled.kernels)
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        assert_close(compiled(*xs), fn(*xs), tol=dict(atol=1e-4, rtol=1e-4))
+    finally:
+        torch.set_num_threads(old)

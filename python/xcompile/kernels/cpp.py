@@ -1,7 +1,7 @@
 """C++/OpenMP emitter: one ``extern "C"`` function per fused group over raw pointers.
 
-No torch headers, so a kernel builds in a fraction of a second.  The outer loop runs under
-``#pragma omp parallel for`` when the work is large enough; the innermost loop carries
+No torch headers, so a kernel builds in a fraction of a second.  When the work is large enough
+the outer loop is split between OpenMP threads (see ``signature``); the innermost loop carries
 ``#pragma omp simd`` so g++ -O3 -march=native vectorizes it.  Reductions keep 16 lanes of
 accumulators (the lane loop vectorizes, including Welford and argmax), then fold the lanes
 and the scalar tail in index order.
@@ -254,6 +254,7 @@ class CppKernelWriter:
         self.deps: dict[str, frozenset] = {}   # value name -> loop variables it depends on
         self.loop_vars = {str(v) for v in self.nest.xvars + self.nest.rvars}
         self.ops = CppOps(self)
+        self.par: tuple[int, int] | None = None   # (end, step) of the outer loop threads split
 
     # -- small helpers ---------------------------------------------------------------------------
     def param(self, name: str, write: bool) -> str:
@@ -349,34 +350,68 @@ class CppKernelWriter:
         return self.signature(code)
 
     def signature(self, code: list[str]) -> str:
+        """The kernel function around ``code``.  With ``self.par`` set, ``code`` is the loop
+        over ``[xc_begin, xc_end)`` of the outer variable; it becomes a function of its own
+        (``kernel_part``) that the kernel calls once when OpenMP has one thread, or once per
+        thread on its share.  An ``omp parallel for`` over the loop instead would move it into
+        an outlined function taking the pointers from a struct: g++ then drops ``__restrict``
+        and stops vectorizing what may alias (a layer_norm backward ran 4x slower)."""
         args = []
         for buf, (pname, written) in self.params.items():
             ct = STORAGE_CTYPE[self.buffers[buf].dtype]
             args.append(f"{'' if written else 'const '}{ct}* __restrict {pname}")
-        if not self.checks:
-            sig = f'extern "C" void kernel({", ".join(args)})'
-            return "\n".join([sig, "{"] + ["    " + ln for ln in code] + ["}"])
-        return self.checked_signature(args, code)
-
-    def checked_signature(self, args: list[str], code: list[str]) -> str:
-        """A kernel with index checks returns 0, or 1 + the check site that saw a bad index (the
-        index itself: ``kernel_bad_index()``, per calling thread).  Every OpenMP loop reduces
-        the per-site index ranges, so threads and vector lanes each keep their own."""
+        names = list(p for p, _ in self.params.values())
         n = len(self.checks)
-        his = ",".join(f"xc_hi{k}" for k in range(n))
-        los = ",".join(f"xc_lo{k}" for k in range(n))
-        clause = f" reduction(max:{his}) reduction(min:{los})"
-        code = [ln + clause if ln.lstrip().startswith("#pragma omp") else ln for ln in code]
-        head = [f"int64_t xc_hi{k} = std::numeric_limits<int64_t>::min(), "
-                f"xc_lo{k} = std::numeric_limits<int64_t>::max();" for k in range(n)]
+        if n:
+            his = ",".join(f"xc_hi{k}" for k in range(n))
+            los = ",".join(f"xc_lo{k}" for k in range(n))
+            clause = f" reduction(max:{his}) reduction(min:{los})"
+            code = [ln + clause if ln.lstrip().startswith("#pragma omp") else ln for ln in code]
+        ranges = [f"int64_t xc_hi{k} = std::numeric_limits<int64_t>::min(), "
+                  f"xc_lo{k} = std::numeric_limits<int64_t>::max();" for k in range(n)]
+        pre, body = [], []
+        if self.par is None:
+            body = ranges + code
+        else:
+            end, step = self.par
+            part_args = ["int64_t xc_begin", "int64_t xc_end"] + (["int64_t* __restrict xc_range"] if n else []) + args
+            # a thread's index ranges go back through xc_range (max, min per site)
+            back = [f"xc_range[{2 * k}] = xc_hi{k} > xc_range[{2 * k}] ? xc_hi{k} : xc_range[{2 * k}]; "
+                    f"xc_range[{2 * k + 1}] = xc_lo{k} < xc_range[{2 * k + 1}] ? xc_lo{k} : xc_range[{2 * k + 1}];"
+                    for k in range(n)]
+            pre = ['extern "C" int omp_get_max_threads(void); extern "C" int omp_get_num_threads(void); '
+                   'extern "C" int omp_get_thread_num(void);',
+                   f"static __attribute__((noinline)) void kernel_part({', '.join(part_args)})", "{"] + \
+                ["    " + ln for ln in ranges + code + back] + ["}"]
+            rng = (["int64_t xc_rng[] = {" + ", ".join("std::numeric_limits<int64_t>::min(), "
+                                                       "std::numeric_limits<int64_t>::max()" for _ in range(n)) + "};"]
+                   if n else [])
+            call_args = ", ".join((["xc_rng"] if n else []) + names)
+            merge = [f"xc_hi{k} = xc_rng[{2 * k}] > xc_hi{k} ? xc_rng[{2 * k}] : xc_hi{k}; "
+                     f"xc_lo{k} = xc_rng[{2 * k + 1}] < xc_lo{k} ? xc_rng[{2 * k + 1}] : xc_lo{k};" for k in range(n)]
+            per = f"(({end} + {step - 1}) / {step} + xc_nt - 1) / xc_nt * {step}"
+            body = ranges + [
+                "if (omp_get_max_threads() == 1)", "{"] + ["    " + ln for ln in rng + [
+                    f"kernel_part(0, {end}{', ' if call_args else ''}{call_args});"] + merge] + ["}", "else", "{",
+                "    #pragma omp parallel", "    {",
+                "        int64_t xc_nt = omp_get_num_threads(), xc_t = omp_get_thread_num();",
+                f"        int64_t xc_per = {per};",
+                f"        int64_t xc_b = xc_t * xc_per, xc_e = xc_b + xc_per < {end} ? xc_b + xc_per : {end};"] + \
+                ["        " + ln for ln in rng] + [
+                f"        if (xc_b < xc_e) kernel_part(xc_b, xc_e{', ' if call_args else ''}{call_args});"] + \
+                (["        #pragma omp critical", "        {"] + ["            " + ln for ln in merge] + ["        }"]
+                 if n else []) + ["    }", "}"]
+        if not n:
+            sig = f'extern "C" void kernel({", ".join(args)})'
+            return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in body] + ["}"])
         tail = []
         for k, c in enumerate(self.checks):
             tail += [f"if (xc_hi{k} >= {c.size}) {{ xc_bad_index = xc_hi{k}; return {k + 1}; }}",
                      f"if (xc_lo{k} < {c.low}) {{ xc_bad_index = xc_lo{k}; return {k + 1}; }}"]
         sig = f'extern "C" int64_t kernel({", ".join(args)})'
         pre = ["static thread_local int64_t xc_bad_index = 0;",
-               'extern "C" int64_t kernel_bad_index() { return xc_bad_index; }']
-        return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in head + code + tail + ["return 0;"]] + ["}"])
+               'extern "C" int64_t kernel_bad_index() { return xc_bad_index; }'] + pre
+        return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in body + tail + ["return 0;"]] + ["}"])
 
     # -- reductions over the outer dim (columns): vectorize across the rows instead ------------
     def columns_layout(self) -> bool:
@@ -448,8 +483,11 @@ class CppKernelWriter:
             ["    " + ln for ln in self.block] + ["}"]
         body = [f"const int64_t {x}_n = {X} - {x}_b < {tile} ? {X} - {x}_b : {tile};"] + decl + rloop + epilogue
         parallel = X * R >= getattr(config, "cpp_parallel_threshold", 32768) and X >= 2 * tile
-        code = (["#pragma omp parallel for"] if parallel else []) + \
-            [f"for (int64_t {x}_b = 0; {x}_b < {X}; {x}_b += {tile})", "{"] + ["    " + ln for ln in body] + ["}"]
+        start, end = ("xc_begin", "xc_end") if parallel else ("0", str(X))
+        if parallel:
+            self.par = (X, tile)
+        code = [f"for (int64_t {x}_b = {start}; {x}_b < {end}; {x}_b += {tile})", "{"] + \
+            ["    " + ln for ln in body] + ["}"]
         return self.signature(code)
 
     def column_update(self, a: Acc) -> list[str]:
@@ -462,14 +500,12 @@ class CppKernelWriter:
         code = levels[n]
         for i in reversed(range(n)):
             v, s = nest.xvars[i], nest.xsizes[i]
-            pragma = []
-            if i == 0 and parallel:
-                pragma = ["#pragma omp parallel for simd" if (n == 1 and simd_inner)
-                          else "#pragma omp parallel for"]
-            elif i == n - 1 and simd_inner:
-                pragma = ["#pragma omp simd"]
-            code = levels[i] + pragma + [f"for (int64_t {v} = 0; {v} < {s}; {v}++)", "{"] + \
+            pragma = ["#pragma omp simd"] if i == n - 1 and simd_inner else []
+            start, end = ("xc_begin", "xc_end") if i == 0 and parallel else ("0", str(s))
+            code = levels[i] + pragma + [f"for (int64_t {v} = {start}; {v} < {end}; {v}++)", "{"] + \
                 ["    " + ln for ln in code] + ["}"]
+        if parallel and n:
+            self.par = (nest.xsizes[0], 1)
         return code
 
     def hoist(self, body: list[str], n: int) -> list[list[str]]:
