@@ -12,6 +12,14 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
+aten = torch.ops.aten
+
+
+def _bw(fn):
+    """A backward op of broadcast operands (the ops themselves take equal shapes)."""
+    return lambda g, x: fn(*torch.broadcast_tensors(g, x))
+
+
 FLOAT = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 F32_64 = (torch.float32, torch.float64)
 INT = (torch.int64, torch.int32)
@@ -124,6 +132,23 @@ BINARY = [
     OpInfo("lerp", lambda a, b: torch.lerp(a, b, 0.3), FLOAT, arity=2),
     OpInfo("addcmul", lambda a, b: torch.addcmul(a, a, b, value=0.5), FLOAT, arity=2),
     OpInfo("mixed_int_float", lambda a, b: a * b.float(), FLOAT + INT, arity=2),
+    # backward ops of activations (grad, input or output): training graphs are made of them;
+    # they do not broadcast, so the operands are broadcast first (expanded views)
+    OpInfo("gelu_backward", _bw(lambda g, x: aten.gelu_backward(g, x)), FLOAT, (-4, 4), arity=2),
+    OpInfo("gelu_tanh_backward", _bw(lambda g, x: aten.gelu_backward(g, x, approximate="tanh")), FLOAT, (-4, 4),
+           arity=2),
+    OpInfo("threshold_backward", _bw(lambda g, x: aten.threshold_backward(g, x, 0.25)), FLOAT + INT, arity=2),
+    OpInfo("silu_backward", _bw(lambda g, x: aten.silu_backward(g, x)), F32_64, (-6, 6), arity=2),
+    OpInfo("sigmoid_backward", _bw(lambda g, y: aten.sigmoid_backward(g, y)), F32_64, (0, 1), arity=2),
+    OpInfo("tanh_backward", _bw(lambda g, y: aten.tanh_backward(g, y)), F32_64, (-1, 1), arity=2),
+    OpInfo("hardswish_backward", _bw(lambda g, x: aten.hardswish_backward(g, x)), F32_64, (-4, 4), arity=2),
+    OpInfo("hardtanh_backward", _bw(lambda g, x: aten.hardtanh_backward(g, x, -0.5, 0.5)), F32_64, arity=2),
+    OpInfo("leaky_relu_backward", _bw(lambda g, x: aten.leaky_relu_backward(g, x, 0.1, False)), F32_64, arity=2),
+    OpInfo("softplus_backward", _bw(lambda g, x: aten.softplus_backward(g, x, 1.0, 20.0)), F32_64, (-5, 5), arity=2),
+    OpInfo("hardsigmoid_backward", _bw(lambda g, x: aten.hardsigmoid_backward(g, x)), F32_64, (-4, 4), arity=2),
+    OpInfo("elu_backward", _bw(lambda g, x: aten.elu_backward(g, 1.2, 1.0, 0.9, False, x)), F32_64, arity=2),
+    OpInfo("elu_backward_result", _bw(lambda g, y: aten.elu_backward(g, 1.2, 1.0, 1.0, True, y)), F32_64, arity=2),
+    OpInfo("mish_backward", _bw(lambda g, x: aten.mish_backward(g, x)), F32_64, (-5, 5), arity=2),
 ]
 
 

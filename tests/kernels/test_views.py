@@ -39,13 +39,24 @@ def _cat_and_constants(x, y):
             torch.arange(3, 15, 2) * 2)
 
 
+def _scatters(x, y):
+    """select/slice_scatter (the backward of select and slice): pointwise, no ATen call."""
+    aten = torch.ops.aten
+    return (torch.select_scatter(x, y[:, 1] * 2, 1, 3), torch.select_scatter(x, x[-1], 0, -1) + 1,
+            torch.slice_scatter(x, y, 1, 2, 7), torch.slice_scatter(x, y.t()[1:4].t(), 1, 1, None, 3),
+            torch.slice_scatter(x, x[:4] * 2, 0, -4), torch.slice_scatter(x, y[:, :3], 1, 7, 100),
+            aten.select_backward(y[:, 0], [12, 10], 1, 4), aten.slice_backward(y, [12, 10], 1, 0, 10, 2))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fn", [_views, _gather, _cat_and_constants], ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("fn", [_views, _gather, _cat_and_constants, _scatters], ids=lambda f: f.__name__.strip("_"))
 def test_views_and_indexing(backend, fn):
     x, y = torch.randn(12, 10), torch.randn(12, 5)
     compiled = compile_fn(fn, [x, y], backend)
     x, y = torch.randn(12, 10), torch.randn(12, 5)
     assert_close(compiled(x, y), fn(x, y), fn.__name__)
+    if fn is _scatters:
+        assert not compiled.fallbacks, compiled.fallbacks
 
 
 def test_output_views_alias():

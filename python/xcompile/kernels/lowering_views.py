@@ -7,7 +7,7 @@ import torch
 
 from .. import config
 from .graph import TV, reshape_index, view_tv
-from .ir import IndexCheck
+from .ir import FloorDiv, IndexCheck
 from .lowering import bload, opmath, out_meta, register
 
 aten = torch.ops.aten
@@ -199,6 +199,50 @@ def _cat(L, node, tensors, dim=0):
                 result = ops.where(ops.lt(ops.index_expr(idx[dim], torch.int64),
                                           ops.constant(off + t.size[dim], torch.int64)), v, result)
         return result if result is not None else ops.constant(0, dt)
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=dt)
+
+
+@register(aten.select_scatter.default)
+def _select_scatter(L, node, base, src, dim, index):
+    """``base`` with ``src`` written at ``index`` along ``dim`` (select's backward)."""
+    val = out_meta(node)
+    dim = dim % val.dim()
+    index = index + val.shape[dim] if index < 0 else index
+    dt = opmath(val.dtype)
+
+    def body(ops, idx):
+        inside = ops.eq(ops.index_expr(idx[dim], torch.int64), ops.constant(index, torch.int64))
+        v = bload(ops, src, list(idx[:dim]) + list(idx[dim + 1:]), dt)
+        return ops.where(inside, v, bload(ops, base, idx, dt))
+    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=dt)
+
+
+@register(aten.slice_scatter.default)
+def _slice_scatter(L, node, base, src, dim=0, start=None, end=None, step=1):
+    """``base`` with ``src`` written into ``base[start:end:step]`` along ``dim`` (slice's backward)."""
+    val = out_meta(node)
+    dim = dim % val.dim()
+    n = val.shape[dim]
+    start = 0 if start is None else (start + n if start < 0 else start)
+    end = n if end is None else (end + n if end < 0 else end)
+    start, end = min(max(start, 0), n), min(max(end, 0), n)
+    m = src.size[dim]
+    if m == 0:
+        return NotImplemented
+    dt = opmath(val.dtype)
+
+    def body(ops, idx):
+        i = ops.index_expr(idx[dim], torch.int64)
+        inside = ops.logical_and(ops.ge(i, ops.constant(start, torch.int64)),
+                                 ops.lt(i, ops.constant(end, torch.int64)))
+        if step != 1:
+            on_step = ops.eq(ops.remainder(ops.sub(i, ops.constant(start, torch.int64)),
+                                           ops.constant(step, torch.int64)), ops.constant(0, torch.int64))
+            inside = ops.logical_and(inside, on_step)
+        local = list(idx)
+        # clamped, so the load stays in bounds where the where picks base
+        local[dim] = sympy.Min(FloorDiv(sympy.Max(idx[dim] - start, 0), step), m - 1)
+        return ops.where(inside, bload(ops, src, local, dt), bload(ops, base, idx, dt))
     return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=dt)
 
 
