@@ -93,3 +93,23 @@ def test_verify_catches_a_recomputed_matmul():
     out.args = (tuple(out.args[0]) + (extra,),)
     with pytest.raises(AssertionError, match="recomputes"):
         check_partition(part, art.joint.num_primals, art.joint.num_tangents)
+
+
+@pytest.mark.parametrize("name", ["gelu_mlp", "transformer"])
+def test_recomputation_runs_just_before_its_use(name):
+    """The backward recomputes a forward value where the backward first needs it (as the
+    autograd engine would), not all of it up front: no backward work (a node that depends on a
+    tangent) runs between a recomputed node and its first user."""
+    _, fn, _, _ = make_pair(name)
+    part = artifact(fn).partition
+    assert part.recomputed
+    bw = part.bw_gm.graph
+    tangents = {n for n in bw.nodes if n.op == "placeholder" and n.name.startswith("tangents")}
+    order = {n: i for i, n in enumerate(bw.nodes)}
+    backward = [n for n in bw.nodes if n.op == "call_function" and _depends_on_tangent(n, tangents)]
+    for n in bw.nodes:
+        if n.op != "call_function" or _depends_on_tangent(n, tangents):
+            continue
+        first = min(order[u] for u in n.users)
+        between = [b.name for b in backward if order[n] < order[b] < first]
+        assert not between, f"{n.name} is recomputed before {between}, which do not need it"

@@ -207,6 +207,43 @@ def _unused_forward_random_ops(gm: torch.fx.GraphModule, tangents: list[torch.fx
     return keep
 
 
+def _recompute_at_first_use(bw_gm: torch.fx.GraphModule, n_saved: int) -> None:
+    """Move the backward's recomputation (nodes that depend on saved values only, not on a
+    tangent) to just before its first use, as the autograd engine would run it.  Extraction
+    keeps the joint graph's order, where every recomputed forward value comes first: all of
+    them were then alive (and fused side by side) from the start of the backward.  Only saved
+    inputs live longer for it, and they live through the whole backward anyway."""
+    graph = bw_gm.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    backward = set(placeholders[n_saved:])
+    for n in graph.nodes:
+        if n.op != "placeholder" and any(a in backward for a in n.all_input_nodes):
+            backward.add(n)
+    nodes = list(graph.nodes)
+    pos = {n: float(i) for i, n in enumerate(nodes)}
+    moved = False
+    for n in reversed(nodes):
+        if n.op != "call_function" or n in backward or not n.users:
+            continue
+        if isinstance(n.target, torch._ops.OpOverload) and (
+                torch.Tag.nondeterministic_seeded in n.target.tags or n.target._schema.is_mutable):
+            continue
+        first = min(n.users, key=pos.__getitem__)
+        if n.next is first:
+            continue
+        first.prepend(n)
+        moved = True
+        lo, hi = pos[n.prev] if n.prev.op != "root" else -1.0, pos[first]
+        mid = (lo + hi) / 2
+        if lo < mid < hi:
+            pos[n] = mid
+        else:                               # no float left between them: number them again
+            pos.update({m: float(i) for i, m in enumerate(graph.nodes)})
+    if moved:
+        graph.lint()
+        bw_gm.recompile()
+
+
 def _root_placeholder(n: torch.fx.Node) -> torch.fx.Node:
     while aliases_input(n):
         n = n.args[0]
@@ -217,6 +254,7 @@ def _build(joint: JointGraph, r: _Roles, saved: list[torch.fx.Node], mutated_pri
            policy: str) -> Partition:
     fw_gm = _extract(joint.gm, r.primals, r.fw_outs + saved, _unused_forward_random_ops(joint.gm, r.tangents))
     bw_gm = _extract(joint.gm, saved + r.tangents, r.grads)
+    _recompute_at_first_use(bw_gm, len(saved))
     # The runtime writes new values into mutated inputs after the forward; a saved input
     # (or a view of one) must keep the value the forward saw: save a copy of it instead.
     mutated = {r.primals[k].name for k in mutated_primals}
