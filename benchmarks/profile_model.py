@@ -159,9 +159,37 @@ MODELS = {
 }
 
 
+def _fw_bw(model):
+    """One forward and backward of ``model`` (train mode) with a mean-square loss; the model
+    alone is compiled, the loss and backward() run around it (gradients are reset each call)."""
+    params = list(model.parameters())
+
+    def step(x):
+        for p in params:
+            p.grad = None
+        loss = model(x).float().square().mean()
+        loss.backward()
+        return loss
+    return step
+
+
 def build(name: str, ab: dict | None = None):
     """{variant: callable}, for eager, torch.compile and xcompile, each with its own weights;
-    with ``ab`` (config knobs) also "xc_ab", xcompile compiled under those knobs."""
+    with ``ab`` (config knobs) also "xc_ab", xcompile compiled under those knobs.
+    ``<model>:train``: forward + backward of a module in train mode (see ``_fw_bw``)."""
+    if name.endswith(":train"):
+        make, inputs, _ = MODELS[name[:-len(":train")]]
+        variants = ("eager", "torch", "xcompile") + (("xc_ab",) if ab else ())
+        torch.manual_seed(0)
+        base = make().train()
+        models = {v: copy.deepcopy(base) for v in variants}
+        models["torch"] = torch.compile(models["torch"])
+        for v in variants[2:]:
+            models[v] = xcompile.compile(models[v], backend="inductor")
+        runs = {v: _fw_bw(m) for v, m in models.items()}
+        if ab:
+            runs["xc_ab"] = _under_knobs(runs["xc_ab"], ab)
+        return runs, inputs, True
     make, inputs, train = MODELS[name]
     variants = ("eager", "torch", "xcompile") + (("xc_ab",) if ab else ())
     torch.manual_seed(0)
