@@ -81,7 +81,8 @@ def _skip_module(f_globals: dict) -> bool:
 
 
 # Libraries whose frames run eagerly wherever they are installed (torch.compile skips the same).
-_SKIP_MODULES = ("torch", "xcompile", "triton", "sympy", "numpy", "networkx", "tqdm",
+_SKIP_MODULES = ("torch", "xcompile", "triton", "sympy", "mpmath", "numpy", "networkx", "tqdm",
+                 "jinja2", "markupsafe", "filelock", "fsspec",             # torch's own dependencies
                  "hypothesis", "_pytest", "pytest", "pluggy",
                  "_distutils_hack", "setuptools", "pkg_resources", "pip")   # import machinery
 

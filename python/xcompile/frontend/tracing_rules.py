@@ -78,6 +78,8 @@ def rule_of(obj: Any) -> str | None:
             return "skip"
         if obj.__dict__.get("_dynamo_marked_constant"):  # assume_constant_result (ours or torch's)
             return "constant"
+        if obj.__code__ is _TORCH_DISABLE_DYNAMO_CODE:   # @torch._disable_dynamo (Optimizer.zero_grad)
+            return "disable"
     return None
 
 
@@ -90,6 +92,10 @@ def _skip_torch_disabled(fn) -> None:
     if isinstance(code, types.CodeType):
         from .. import _C
         _C.set_code_state(code, 1)       # SKIP
+
+
+# The wrapper torch._disable_dynamo puts around torch's own functions (no torch._dynamo import).
+_TORCH_DISABLE_DYNAMO_CODE = torch._disable_dynamo(lambda: None).__code__
 
 
 def _skip_codes():
@@ -258,6 +264,10 @@ def _forbid(tx, obj, args, kwargs) -> Value:
 
 
 def _disable(tx, obj, args, kwargs) -> Value:
+    if getattr(obj, "__code__", None) is _TORCH_DISABLE_DYNAMO_CODE:
+        raise Unsupported(f"Skip calling {_name(obj)}, which torch marks with torch._disable_dynamo",
+                          "It runs eagerly; call it outside the compiled region to avoid the graph break.",
+                          "torch excludes this function from compilation.")
     if getattr(obj, "__dict__", {}).get("_torchdynamo_disable"):
         raise Unsupported(f"Skip calling `torch.compiler.disable()`d function {_name(obj)}",
                           "Remove the `torch.compiler.disable()` decorator to compile it.",
