@@ -1,6 +1,8 @@
 // guard_tensor.cpp — tensor-metadata and global-state leaves: the only TU with torch headers.
 // Metadata is read from at::TensorImpl directly (no Python attribute access).
+#include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
+#include <c10/core/DefaultDtype.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
@@ -103,9 +105,17 @@ struct GlobalStateValues {
   bool autocast_cuda = false;
   at::ScalarType autocast_cpu_dtype = at::kFloat;
   at::ScalarType autocast_cuda_dtype = at::kFloat;
+  // Process-wide settings a trace bakes in: torch.ones(3) takes the default dtype, and
+  // torch.use_deterministic_algorithms changes what some ops do (issue #19 item 5).
+  at::ScalarType default_dtype = at::kFloat;
+  bool deterministic = false;
+  bool deterministic_fill = false;
 
   static GlobalStateValues now() {
     GlobalStateValues s;
+    s.default_dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
+    s.deterministic = at::globalContext().deterministicAlgorithms();
+    s.deterministic_fill = at::globalContext().deterministicFillUninitializedMemory();
     s.grad = c10::GradMode::is_enabled();
     s.inference = c10::InferenceMode::is_enabled();
     s.autocast_cpu = at::autocast::is_autocast_enabled(at::kCPU);
@@ -117,6 +127,11 @@ struct GlobalStateValues {
   // Same as `now() == *this`, reading only what it has to.
   bool matches_now() const {
     if (c10::GradMode::is_enabled() != grad || c10::InferenceMode::is_enabled() != inference) {
+      return false;
+    }
+    if (c10::typeMetaToScalarType(c10::get_default_dtype()) != default_dtype ||
+        at::globalContext().deterministicAlgorithms() != deterministic ||
+        at::globalContext().deterministicFillUninitializedMemory() != deterministic_fill) {
       return false;
     }
     if (at::autocast::is_autocast_enabled(at::kCPU) != autocast_cpu ||

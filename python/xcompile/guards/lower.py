@@ -96,7 +96,8 @@ def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
         low.root.add_no_aliasing(alias_slots, "NO_TENSOR_ALIASING: " +
                                  ", ".join(s.name() for s in guards.no_aliasing))
     if guards.global_state:
-        low.root.add_global_state("GLOBAL_STATE: grad_mode, inference_mode, autocast")
+        low.root.add_global_state("GLOBAL_STATE: grad_mode, inference_mode, autocast, default_dtype, "
+                                  "deterministic_algorithms")
     return low.root
 
 
