@@ -42,9 +42,30 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAUL
     if dynamic:
         _warn_static_shapes()
     opts = dict(options or {})
+    _check_options(backend, opts)
     if mode is not None:
         opts["mode"] = mode
     return _wrap(model, ConvertFrame(backend, fullgraph=fullgraph, dynamic=dynamic, options=opts))
+
+
+# Options of backend "inductor": the kernel generator's knobs of xcompile.config, applied while
+# that compile's graphs are built (as torch's options patch inductor's config).
+INDUCTOR_OPTIONS = ("fallback_random", "cpu_kernel_backend", "kernel_raise_errors", "cpp_compiler",
+                    "cpp_parallel_threshold", "cpp_simd_math", "compile_threads", "inline_max_ops",
+                    "kernel_fusion", "kernel_channels_last_conv", "kernel_index_checks",
+                    "triton_persistent_rnumel", "triton_rblock")
+
+
+def _check_options(backend, opts: dict) -> None:
+    if not opts:
+        return
+    if backend == "inductor":
+        for key in opts:
+            if key not in INDUCTOR_OPTIONS:
+                raise RuntimeError(f"Unexpected optimization option {key}, known options are "
+                                   f"{list(INDUCTOR_OPTIONS)}")
+    elif isinstance(backend, str):
+        warnings.warn(f"xcompile: backend {backend!r} takes no options; ignoring {sorted(opts)}", stacklevel=3)
 
 
 _warned_dynamic = False
@@ -56,6 +77,10 @@ def _warn_static_shapes():
         _warned_dynamic = True
         warnings.warn("xcompile compiles static shapes: dynamic=True is accepted, but every new input "
                       "size recompiles (up to config.cache_size_limit entries per function)", stacklevel=3)
+
+
+def _recompile_module(mod, kwargs):
+    return compile(mod, **kwargs)
 
 
 def _wrap(obj, callback):
@@ -214,6 +239,11 @@ class OptimizedModule(torch.nn.Module):
 
     def state_dict(self, *args, **kwargs):
         return self._orig_mod.state_dict(*args, **kwargs)
+
+    def __reduce__(self):
+        """copy.deepcopy, pickle and torch.save hand over the original module and the compile
+        arguments; the copy is compiled again (torch's OptimizedModule does the same)."""
+        return (_recompile_module, (self._orig_mod, self._xcompile_callback.compile_kwargs()))
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         return self._orig_mod.load_state_dict(state_dict, strict=strict, assign=assign)

@@ -131,6 +131,7 @@ class ConvertFrame:
     """One compile configuration (backend, fullgraph): the thread's callback."""
 
     def __init__(self, backend, *, fullgraph: bool = False, dynamic=None, options=None):
+        self.backend_arg = backend
         self.backend = lookup_backend(backend)
         self.backend_name = backend if isinstance(backend, str) else getattr(
             backend, "__name__", type(backend).__name__)
@@ -142,6 +143,12 @@ class ConvertFrame:
         # Codes the user handed to compile() directly: compiled even where _skip_code says
         # otherwise (e.g. torch.nn.Sequential.forward of a compiled Sequential).
         self.explicit_codes: set = set()
+
+    def compile_kwargs(self) -> dict:
+        """The arguments of the ``compile`` call that made this callback (a copy compiles so)."""
+        options = {k: v for k, v in self.options.items() if k != "mode"}
+        return dict(backend=self.backend_arg, fullgraph=self.fullgraph, dynamic=self.dynamic,
+                    mode=self.options.get("mode"), options=options or None)
 
     def __call__(self, code, f_locals, f_globals, f_builtins, closure):
         if code not in self.explicit_codes and (_skip_code(code) or _skip_module(f_globals)):
@@ -272,8 +279,11 @@ class ConvertFrame:
             gm.recompile()
             captured.run_grad_on = True
             grad_on = torch.enable_grad()
+        from .api import INDUCTOR_OPTIONS
+        knobs = {k: v for k, v in self.options.items() if k in INDUCTOR_OPTIONS} \
+            if self.backend_name == "inductor" else {}
         try:
-            with grad_on:
+            with grad_on, config.patch(**knobs):
                 compiled = self.backend(gm, list(captured.example_inputs))
         except Exception as e:
             if config.suppress_errors:

@@ -1,0 +1,72 @@
+"""compile()'s interfaces as torch.compile users know them (issue #19 item 13): unknown inductor
+options raise, known ones apply; a compiled module survives copy.deepcopy, pickle and torch.save
+(the copy is compiled again with the same arguments)."""
+from __future__ import annotations
+
+import copy
+import io
+import pickle
+import warnings
+
+import pytest
+import torch
+
+import xcompile
+from xcompile import config
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    xcompile.reset()
+    yield
+    xcompile.reset()
+
+
+def test_unknown_option_raises_like_torch():
+    with pytest.raises(RuntimeError, match="Unexpected optimization option no_such_option"):
+        xcompile.compile(lambda x: x, options={"no_such_option": 1})
+
+
+def test_known_option_applies_while_building():
+    seen = []
+    orig = xcompile.backends.registry.lookup_backend("inductor")
+
+    def spy(gm, example_inputs):
+        seen.append(config.kernel_fusion)
+        return orig(gm, example_inputs)
+
+    f = xcompile.compile(lambda x: x.sin() + 1, options={"kernel_fusion": False})
+    f._xcompile_callback.backend = spy
+    x = torch.randn(3)
+    torch.testing.assert_close(f(x), x.sin() + 1)
+    assert seen == [False] and config.kernel_fusion is True
+
+
+def test_options_on_a_backend_without_options_warn():
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        xcompile.compile(lambda x: x, backend="eager", options={"kernel_fusion": False})
+    assert any("takes no options" in str(x.message) for x in w)
+
+
+@pytest.mark.parametrize("how", ["deepcopy", "pickle", "torch.save"])
+def test_compiled_module_copies(how):
+    m = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    cm = xcompile.compile(m, backend="eager", fullgraph=True)
+    x = torch.randn(2, 3)
+    cm(x)
+    if how == "deepcopy":
+        c = copy.deepcopy(cm)
+    elif how == "pickle":
+        c = pickle.loads(pickle.dumps(cm))
+    else:
+        buf = io.BytesIO()
+        torch.save(cm, buf)
+        buf.seek(0)
+        c = torch.load(buf, weights_only=False)
+    assert isinstance(c, xcompile.api.OptimizedModule) and c._orig_mod is not m
+    torch.testing.assert_close(c(x), m(x))
+    assert c._xcompile_callback.fullgraph and c._xcompile_callback.backend_arg == "eager"
+    with torch.no_grad():
+        c._orig_mod[0].weight.add_(1)                 # a real copy: the original is unchanged
+    assert not torch.equal(c._orig_mod[0].weight, m[0].weight)
