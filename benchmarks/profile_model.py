@@ -236,6 +236,9 @@ def parse_knobs(text: str | None) -> dict:
 
 # -- timing ------------------------------------------------------------------------------------------
 
+CLOCK = time.perf_counter
+
+
 def time_variants(runs: dict, args, rounds: int, target_s: float = 0.02) -> tuple[dict, dict]:
     """Median ms per call of each variant, and the median over rounds of each variant's speedup
     over eager in that round (robust to load that drifts between rounds: the machine is shared).
@@ -252,10 +255,10 @@ def time_variants(runs: dict, args, rounds: int, target_s: float = 0.02) -> tupl
     try:
         for _ in range(rounds):
             for v, fn in runs.items():
-                t0 = time.perf_counter()
+                t0 = CLOCK()
                 for _ in range(calls):
                     fn(*args)
-                samples[v].append((time.perf_counter() - t0) / calls * 1e3)
+                samples[v].append((CLOCK() - t0) / calls * 1e3)
     finally:
         gc.enable()
     ms = {v: statistics.median(s) for v, s in samples.items()}
@@ -401,12 +404,19 @@ def main(argv=None):
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--code", action="store_true")
     ap.add_argument("--torch-profile", action="store_true")
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="time with the thread's CPU time (time.thread_time): less noise from other "
+                         "processes on a shared machine, though not from their use of the caches")
     ap.add_argument("--ab", help="knob=value,...: also time xcompile compiled with these config knobs")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
     warnings.filterwarnings("ignore")
+    if a.cpu_time:
+        global CLOCK
+        CLOCK = time.thread_time
     print(f"torch {torch.__version__}, {a.threads} thread(s); median of {a.rounds} interleaved rounds "
-          f"(speedups: median of the per-round ratios to eager)" + (f"; ab: {a.ab}" if a.ab else ""))
+          f"(speedups: median of the per-round ratios to eager)" + (f"; ab: {a.ab}" if a.ab else "") +
+          ("; thread CPU time" if a.cpu_time else "; wall time"))
     hdr = f"{'model':12s} | {'eager ms':>9s} {'torch ms':>9s} {'xc ms':>9s} | {'torch x':>7s} {'xc x':>7s} {'xc/torch':>8s}"
     print(hdr)
     print("-" * len(hdr))

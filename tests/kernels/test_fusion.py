@@ -97,3 +97,29 @@ def test_residual_stream_is_stored_not_recomputed():
     widest = max(len(k.params) for k in compiled.kernels)
     assert widest <= 5, compiled.wrapper_src
     assert_close(compiled(*inputs), fn(*inputs), tol=dict(atol=1e-4, rtol=1e-4))
+
+
+def test_transposed_sum_is_not_read_inside_the_norm_loop():
+    """``x + t.transpose(1, 2)`` feeding a layer_norm over the last dim (MLP-Mixer's token
+    mixing): the transposed reads would be gathers in the norm's reduction loop; the sum gets a
+    pointwise kernel of its own and the norm reads rows."""
+    def fn(x, t, w, b):
+        y = x + t.transpose(1, 2)
+        return y, F.layer_norm(y, (32,), w, b)
+    inputs = [torch.randn(4, 16, 32), torch.randn(4, 32, 16), torch.randn(32), torch.randn(32)]
+    compiled = compile_fn(fn, inputs)
+    assert n_kernels(compiled) == 2, compiled.wrapper_src
+    assert_close(compiled(*inputs), fn(*inputs), tol=dict(atol=1e-5, rtol=1e-5))
+
+
+def test_stored_cat_follows_its_inputs_layout():
+    """A cat of channels-last convolution outputs (NCHW in the metadata: eager's convolutions
+    ran NCHW) that is stored (three readers) is channels-last too: laid out as the metadata
+    says, it was transposed on the way in and again on the way out."""
+    def fn(x, w1, w2, g):
+        c = torch.cat([F.conv2d(x, w1, padding=1), F.conv2d(x, w2, padding=1)], 1)
+        return F.group_norm(c, 2, g, g) * 2, c.sum((2, 3))
+    inputs = [torch.randn(2, 3, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(8, 3, 3, 3), torch.randn(12)]
+    compiled = compile_fn(fn, inputs)
+    assert "(2, 12, 6, 6), (432, 1, 72, 12)" in compiled.wrapper_src, compiled.wrapper_src
+    assert_close(compiled(*inputs), fn(*inputs), tol=dict(atol=1e-4, rtol=1e-4))

@@ -8,7 +8,7 @@ import torch
 from .. import config
 from .graph import TV, reshape_index, view_tv
 from .ir import FloorDiv, IndexCheck
-from .lowering import bload, opmath, out_meta, register
+from .lowering import bload, iter_layout, opmath, out_meta, register
 
 aten = torch.ops.aten
 
@@ -199,7 +199,14 @@ def _cat(L, node, tensors, dim=0):
                 result = ops.where(ops.lt(ops.index_expr(idx[dim], torch.int64),
                                           ops.constant(off + t.size[dim], torch.int64)), v, result)
         return result if result is not None else ops.constant(0, dt)
-    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=dt)
+    size = tuple(val.shape)
+    if not tensors or any(t.ndim != len(size) for t in tensors):
+        return L.pointwise(val.dtype, size, body, compute_dtype=dt)
+    # laid out like its inputs really are (channels-last convolution outputs make a channels-last
+    # cat), not as the metadata says: a stored cat would otherwise be transposed twice.  (As a
+    # graph output it gets eager's layout, the metadata's: eager's cat keeps only channels-last.)
+    return L.pointwise(val.dtype, size, body, compute_dtype=dt,
+                       layout=iter_layout(L, node, tensors, val.dtype, size, actual=True))
 
 
 @register(aten.select_scatter.default)
