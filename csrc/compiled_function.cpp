@@ -24,11 +24,39 @@ struct HookDicts {
   uint64_t module_version = 0;
   uint64_t global_version = 0;
   std::vector<PyObject*> dicts;     // strong
+  // The module's forward when the CompiledFunction was made: the object in its __dict__, or
+  // (forward_in_instance false) what its type resolves. Another one now (`m.forward = g`, or
+  // the class's forward replaced) sends the call down the module's own __call__, where the new
+  // forward's frame is compiled (issue #19 item 6: the old forward kept running).
+  PyObject* forward = nullptr;      // strong
+  bool forward_in_instance = false;
 
   ~HookDicts() {
     release();
     Py_XDECREF(module_dict);
     Py_XDECREF(global_dict);
+    Py_XDECREF(forward);
+  }
+  void remember_forward(PyObject* module) {
+    PyObject* inst = PyDict_GetItemWithError(module_dict, forward_name());
+    forward_in_instance = inst != nullptr;
+    PyObject* cur = inst ? inst : _PyType_Lookup(Py_TYPE(module), forward_name());
+    PyErr_Clear();
+    Py_XINCREF(cur);
+    Py_XSETREF(forward, cur);
+  }
+  bool forward_replaced(PyObject* module) {
+    PyObject* inst = PyDict_GetItemWithError(module_dict, forward_name());
+    if (inst == nullptr && PyErr_Occurred()) {
+      PyErr_Clear();
+      return true;
+    }
+    if (forward_in_instance || inst != nullptr) return inst != forward;
+    return _PyType_Lookup(Py_TYPE(module), forward_name()) != forward;
+  }
+  static PyObject* forward_name() {
+    static PyObject* name = PyUnicode_InternFromString("forward");
+    return name;
   }
   void release() {
     for (PyObject* d : dicts) Py_DECREF(d);
@@ -142,7 +170,7 @@ PyObject* cf_vectorcall(PyObject* self_obj, PyObject* const* args, size_t nargsf
     PyErr_SetString(PyExc_RuntimeError, "CompiledFunction was cleared");
     return nullptr;
   }
-  if (self->hooks && self->hooks->any()) {
+  if (self->hooks && (self->hooks->any() || self->hooks->forward_replaced(self->hooks_module))) {
     CallbackScope scope(self->callback);
     return PyObject_Vectorcall(self->hooks_module, args, nargsf, kwnames);
   }
@@ -246,6 +274,7 @@ HookDicts* make_hook_dicts(PyObject* module) {
   h->global_dict = Py_NewRef(PyModule_GetDict(torch_module));
   Py_DECREF(torch_module);
   h->collect();
+  h->remember_forward(module);
   return h;
 }
 

@@ -214,10 +214,17 @@ class OptimizedModule(torch.nn.Module):
     def __init__(self, mod: torch.nn.Module, callback):
         super().__init__()
         self._orig_mod = mod
-        fwd = mod.__dict__.get("forward", None) or type(mod).forward
-        if isinstance(fwd, types.MethodType):
-            fwd = fwd.__func__
-        if isinstance(fwd, types.FunctionType):
+        inst = mod.__dict__.get("forward", None)
+        fwd = type(mod).forward
+        if type(mod).__call__ is not torch.nn.Module.__call__:
+            fast = _with_callback(mod, callback)       # its own __call__ (maybe no forward at all)
+        elif isinstance(inst, types.MethodType) and isinstance(inst.__func__, types.FunctionType):
+            # m.forward = obj.method: bound to obj, which need not be the module
+            fast = _compiled_function(inst.__func__, callback, bound_self=inst.__self__, hooks_module=mod,
+                                      like=inst)
+        elif isinstance(inst, types.FunctionType):     # m.forward = lambda x: ...: called without self
+            fast = _compiled_function(inst, callback, hooks_module=mod, like=inst)
+        elif inst is None and isinstance(fwd, types.FunctionType):
             fast = _compiled_function(fwd, callback, bound_self=mod, hooks_module=mod, like=fwd)
         else:
             fast = _with_callback(mod, callback)

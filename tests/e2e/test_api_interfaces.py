@@ -70,3 +70,57 @@ def test_compiled_module_copies(how):
     with torch.no_grad():
         c._orig_mod[0].weight.add_(1)                 # a real copy: the original is unchanged
     assert not torch.equal(c._orig_mod[0].weight, m[0].weight)
+
+
+# -- the module's forward, however it is set (issue #19 item 6) -------------------------------------------------
+def test_instance_forward_function_is_called_without_self():
+    m = torch.nn.Linear(3, 3)
+    m.forward = lambda x: x * 2
+    x = torch.randn(3)
+    torch.testing.assert_close(xcompile.compile(m, backend="eager")(x), x * 2)
+
+
+def test_instance_forward_bound_to_another_object():
+    class Other:
+        k = 5
+
+        def meth(self, x):
+            return x * self.k
+
+    m = torch.nn.Linear(3, 3)
+    m.forward = Other().meth
+    x = torch.randn(3)
+    torch.testing.assert_close(xcompile.compile(m, backend="eager")(x), x * 5)
+
+
+def test_forward_replaced_after_compile_runs_the_new_forward():
+    m = torch.nn.Linear(3, 3)
+    cm = xcompile.compile(m, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(cm(x), m(x))
+    m.forward = lambda x: x * 100
+    torch.testing.assert_close(cm(x), x * 100)
+    del m.forward
+    torch.testing.assert_close(cm(x), torch.nn.functional.linear(x, m.weight, m.bias))
+
+
+def test_forward_replaced_on_the_class_runs_the_new_forward():
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return x + 1
+
+    m = M()
+    cm = xcompile.compile(m, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(cm(x), x + 1)
+    M.forward = lambda self, x: x - 1
+    torch.testing.assert_close(cm(x), x - 1)
+
+
+def test_module_with_call_and_no_forward():
+    class C(torch.nn.Module):
+        def __call__(self, x):
+            return x + 7
+
+    x = torch.randn(3)
+    torch.testing.assert_close(xcompile.compile(C(), backend="eager")(x), x + 7)
