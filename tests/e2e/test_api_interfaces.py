@@ -124,3 +124,26 @@ def test_module_with_call_and_no_forward():
 
     x = torch.randn(3)
     torch.testing.assert_close(xcompile.compile(C(), backend="eager")(x), x + 7)
+
+
+# -- edge values (issue #19 item 7) --------------------------------------------------------------------------
+def test_trace_time_op_error_reaches_the_users_except_clause():
+    def f(x):
+        try:
+            y = x[10]
+        except IndexError:
+            y = x * 0
+        return y
+
+    x = torch.randn(3)
+    torch.testing.assert_close(xcompile.compile(f, backend="eager")(x), x * 0)
+
+
+def test_overflowing_python_scalar_raises_overflow_error():
+    with pytest.raises(OverflowError):
+        xcompile.compile(lambda x: x * 2**64, backend="eager")(torch.ones(3))
+
+
+def test_numpy_array_method_runs_eagerly():
+    np = pytest.importorskip("numpy")
+    assert xcompile.compile(lambda a: a.mean(), backend="eager")(np.arange(4.0)) == 1.5

@@ -506,8 +506,9 @@ _PURE_BUILTIN_TYPES = (int, float, complex, str, bytes, bool)
 
 
 def call_constant_function(tx, fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    owner = getattr(fn, "__self__", None)            # identity, not ==: a bound ndarray method's
     pure = fn in _PURE_CLASSES or getattr(fn, "__module__", None) in _PURE_MODULES \
-        or getattr(fn, "__self__", None) in _PURE_BUILTIN_TYPES       # float.fromhex, int.from_bytes...
+        or any(owner is t for t in _PURE_BUILTIN_TYPES)   # self compares elementwise (float.fromhex...)
     name = getattr(fn, "__name__", repr(fn))
     if pure:
         cargs = _consts(args, name)
