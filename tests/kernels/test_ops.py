@@ -117,3 +117,39 @@ def test_parallel_kernels_one_thread_and_two(threads):
         assert_close(compiled(*xs), fn(*xs), tol=dict(atol=1e-4, rtol=1e-4))
     finally:
         torch.set_num_threads(old)
+
+
+TRANSPOSING = {
+    # name: (fn, input shapes and layouts)
+    "transpose_add": (lambda x, t: x + t.transpose(-1, -2), [((3, 37, 45), None), ((3, 45, 37), None)]),
+    "to_channels_last": (lambda x: (torch.sigmoid(x) * 2).contiguous(memory_format=torch.channels_last),
+                         [((2, 19, 17, 23), None)]),
+    "from_channels_last": (lambda x: x.contiguous() + 1, [((2, 19, 17, 23), torch.channels_last)]),
+    "2d_parallel": (lambda x: x.t().contiguous() * 3, [((301, 517), None)]),
+    "two_loads_one_tile": (lambda x, y: (x.t() * y + x.t().exp()).contiguous(),
+                           [((40, 33), None), ((33, 40), None)]),
+}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.int64],
+                         ids=lambda d: str(d).replace("torch.", ""))
+@pytest.mark.parametrize("name", list(TRANSPOSING))
+def test_transposing_kernels_are_tiled(name, dtype, threads):
+    """Pointwise kernels that read across the store's rows (a transpose, a layout conversion)
+    run tile by tile: partial tiles at the edges, half types, one thread or two."""
+    fn, specs = TRANSPOSING[name]
+    if dtype == torch.int64 and name in ("to_channels_last", "two_loads_one_tile"):
+        pytest.skip("float ops")
+    xs = [make_tensor(shape, dtype).contiguous(memory_format=fmt or torch.contiguous_format)
+          for shape, fmt in specs]
+    compiled = compile_fn(fn, xs, "cpp")
+    assert any("xc_tile0" in k.source for k in compiled.kernels), [k.source for k in compiled.kernels]
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        xs = [make_tensor(shape, dtype).contiguous(memory_format=fmt or torch.contiguous_format)
+              for shape, fmt in specs]
+        assert_close(compiled(*xs), fn(*xs), name)
+    finally:
+        torch.set_num_threads(old)

@@ -23,10 +23,11 @@ import torch
 from .. import config
 from .cpp_prelude import have_libmvec, prelude
 from .fusion import Group
-from .ir import Ops, index_printer, simplify_index
+from .ir import FloorDiv, ModIndex, Ops, index_printer, simplify_index
 from .loops import LoopNest, node_indices, plan_loops
 
 LANES = 16
+TILE = 16        # a tile of a transposing pointwise nest is TILE x TILE elements
 
 STORAGE_CTYPE = {
     torch.float32: "float", torch.float64: "double", torch.float16: "_Float16", torch.bfloat16: "uint16_t",
@@ -155,7 +156,8 @@ class CppOps(Ops):
             return w.locals[name]
         dtype = w.buffers[name].dtype
         ptr = w.param(name, write=False)
-        expr = f"{ptr}[{w.index(name, index)}]"
+        expr = w.tile_load(name, ptr, index) if w.tiled else None
+        expr = expr or f"{ptr}[{w.index(name, index)}]"
         if dtype == torch.float16:
             expr = f"xc_h2f({expr})"
         elif dtype == torch.bfloat16:
@@ -255,6 +257,8 @@ class CppKernelWriter:
         self.loop_vars = {str(v) for v in self.nest.xvars + self.nest.rvars}
         self.ops = CppOps(self)
         self.par: tuple[int, int] | None = None   # (end, step) of the outer loop threads split
+        self.tiled = False                        # a transposing pointwise nest, run tile by tile
+        self.tiles: list[tuple[str, str, str]] = []   # (tile array, its C type, fill statement)
 
     # -- small helpers ---------------------------------------------------------------------------
     def param(self, name: str, write: bool) -> str:
@@ -268,6 +272,28 @@ class CppKernelWriter:
     def index(self, name: str, index) -> str:
         flat = self.buffers[name].layout.flat_index(index)
         return cexpr(simplify_index(sympy.expand(flat), self.nest.ranges))
+
+    def tile_load(self, name: str, ptr: str, index) -> str | None:
+        """A load read across the last loop and along the one before it (``transposing``), in
+        a tiled nest: the tile's elements are copied row by row into a small array first (each
+        cache line read once, contiguously), and the body reads the array."""
+        nest = self.nest
+        flat = simplify_index(sympy.expand(self.buffers[name].layout.flat_index(index)), nest.ranges)
+        inner, outer = nest.xvars[-1], nest.xvars[-2]
+        if flat.has(FloorDiv, ModIndex) or not flat.free_symbols <= set(nest.xvars):
+            return None
+        ci, co = sympy.diff(flat, inner), sympy.diff(flat, outer)
+        if not (ci.is_Integer and abs(int(ci)) > 1 and co == 1):
+            return None
+        key = f"{ptr}[{cexpr(flat)}]"
+        for tname, _, fill in self.tiles:
+            if fill.endswith(f" = {key};"):
+                break
+        else:
+            tname = f"xc_tile{len(self.tiles)}"
+            self.tiles.append((tname, STORAGE_CTYPE[self.buffers[name].dtype],
+                               f"{tname}[{inner} - {inner}_t][{outer} - {outer}_t] = {key};"))
+        return f"{tname}[{inner} - {inner}_t][{outer} - {outer}_t]"
 
     def check_site(self, check) -> int:
         """The number of the (hi, lo) pair that tracks indices checked by ``check``."""
@@ -329,6 +355,7 @@ class CppKernelWriter:
         if self.columns_layout():
             return self.generate_columns()
         g, nest = self.group, self.nest
+        self.tiled = not g.is_reduction and self.transposing()
         xnodes = [n for n in g.nodes if g.level[n] == "x"]
         rnodes = [n for n in g.nodes if g.level[n] == "r"]
         phases = sorted({g.phase[n] for n in g.nodes})
@@ -497,16 +524,60 @@ class CppKernelWriter:
         nest = self.nest
         n = len(nest.xvars)
         levels = self.hoist(body, n) if not self.group.is_reduction else [[] for _ in range(n)] + [body]
+        tiled = simd_inner and self.tiled and n >= 2
         code = levels[n]
         for i in reversed(range(n)):
             v, s = nest.xvars[i], nest.xsizes[i]
             pragma = ["#pragma omp simd"] if i == n - 1 and simd_inner else []
             start, end = ("xc_begin", "xc_end") if i == 0 and parallel else ("0", str(s))
+            if tiled and i >= n - 2:
+                # a tile of TILE x TILE elements of the last two loops at a time (see transposing)
+                start, end = f"{v}_t", f"({v}_t + {TILE} < {s} ? {v}_t + {TILE} : {s})"
             code = levels[i] + pragma + [f"for (int64_t {v} = {start}; {v} < {end}; {v}++)", "{"] + \
                 ["    " + ln for ln in code] + ["}"]
+            if tiled and i == n - 2:
+                code = self.tile_fills(n) + code
+                for j in (n - 1, n - 2):
+                    tv, ts = nest.xvars[j], nest.xsizes[j]
+                    t0, t1 = ("xc_begin", "xc_end") if j == 0 and parallel else ("0", str(ts))
+                    code = [f"for (int64_t {tv}_t = {t0}; {tv}_t < {t1}; {tv}_t += {TILE})", "{"] + \
+                        ["    " + ln for ln in code] + ["}"]
         if parallel and n:
-            self.par = (nest.xsizes[0], 1)
+            self.par = (nest.xsizes[0], TILE if tiled and n == 2 else 1)
         return code
+
+    def tile_fills(self, n: int) -> list[str]:
+        """Declare and fill the tile arrays: the loop along the loads' contiguous dim innermost."""
+        if not self.tiles:
+            return []
+        nest = self.nest
+        inner, outer = nest.xvars[n - 1], nest.xvars[n - 2]
+        si, so = nest.xsizes[n - 1], nest.xsizes[n - 2]
+        decl = [f"{ct} {t}[{TILE}][{TILE + 1}];" for t, ct, _ in self.tiles]
+        return decl + [f"for (int64_t {inner} = {inner}_t; {inner} < ({inner}_t + {TILE} < {si} ? {inner}_t + {TILE} : {si}); {inner}++)",
+                       "{", "    #pragma omp simd",
+                       f"    for (int64_t {outer} = {outer}_t; {outer} < ({outer}_t + {TILE} < {so} ? {outer}_t + {TILE} : {so}); {outer}++)",
+                       "    {"] + ["        " + f for _, _, f in self.tiles] + ["    }", "}"]
+
+    def transposing(self) -> bool:
+        """Does a pointwise nest read a buffer contiguously along its second-to-last loop and with
+        a stride along the last (a layout conversion: NCHW to channels-last, ``t.transpose()``)?
+        Row by row, every such load touches a new cache line (4 KiB apart for a 32x32 image: they
+        also collide in the cache); tile by tile, the lines a tile loads are all used."""
+        nest = self.nest
+        n = len(nest.xvars)
+        if n < 2 or nest.xsizes[-1] < TILE or nest.xsizes[-2] < TILE or \
+                not getattr(config, "kernel_tile_transposes", True):
+            return False
+        from .loops import accesses
+        inner, outer = nest.xvars[-1], nest.xvars[-2]
+        for kind, name, e in accesses(self.group, nest, self.buffers):
+            if kind != "load" or e.has(FloorDiv, ModIndex):
+                continue
+            ci, co = sympy.diff(e, inner), sympy.diff(e, outer)
+            if ci.is_Integer and abs(int(ci)) > 1 and co == 1:
+                return True
+        return False
 
     def hoist(self, body: list[str], n: int) -> list[list[str]]:
         """Loop-invariant code motion for a pointwise nest: ``levels[i]`` runs before loop ``i``
