@@ -270,7 +270,7 @@ _OUT_OF_RANGE = "index out of range in self"
 
 
 @register(aten.index.Tensor)
-def _index(L, node, x, indices):
+def _index(L, node, x, indices, checked=True):
     val = out_meta(node)
     if any(t is not None and t.dtype in (torch.bool, torch.uint8) for t in indices):
         return NotImplemented
@@ -281,7 +281,7 @@ def _index(L, node, x, indices):
         return NotImplemented  # nothing to load from: eager raises for any index
     consecutive = pos == list(range(pos[0], pos[-1] + 1))
     bstart = pos[0] if consecutive else 0
-    checks = {d: _check("aten.index", d, x.size[d], True, IndexError) for d in pos}
+    checks = {d: _check("aten.index", d, x.size[d], True, IndexError) if checked else None for d in pos}
 
     def body(ops, idx):
         bidx = list(idx[bstart:bstart + len(bshape)])
@@ -295,6 +295,13 @@ def _index(L, node, x, indices):
                 k += 1
         return x.loader(ops, full)
     return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+
+
+@register(aten._unsafe_index.Tensor)
+def _unsafe_index(L, node, x, indices):
+    """``x[indices]`` whose indices are known to be in range (upsampling's decomposition in
+    training graphs): a gather without checks (out-of-range values read a clamped element)."""
+    return _index(L, node, x, indices, checked=False)
 
 
 @register(aten.gather.default)
