@@ -276,8 +276,8 @@ class Recorder:
         self._real = kcompile._compile
 
     def __enter__(self):
-        def compiling(gm, example_inputs, bound):
-            fn = self._real(gm, example_inputs, bound)
+        def compiling(gm, example_inputs, bound, **kw):
+            fn = self._real(gm, example_inputs, bound, **kw)
             self.graphs.append(fn)
             return fn
         kcompile._compile = compiling

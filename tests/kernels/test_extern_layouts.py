@@ -139,3 +139,22 @@ def test_restride_helper():
     assert r.stride() == (60, 15, 3, 1) and torch.equal(r, t)
     s = torch.randn(3, 1, 4)
     assert _restride(s, (3, 1, 4), (4, 1, 1)) is s       # only a size-1 dim's stride differs
+
+
+def test_training_graphs_keep_convolutions_nchw():
+    """Inference feeds convolutions channels-last input; the graphs of a training step do not
+    (oneDNN's convolution_backward is slower on what a channels-last forward saves)."""
+    from xcompile.kernels.compile import compile_aten_graph
+    from xcompile.kernels.decompose import trace_aten
+
+    def f(x, w):
+        return torch.relu(F.conv2d(x, w, padding=1))
+    x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+    gm = trace_aten(f, [x, w])
+    channels_last = "(192, 1, 24, 3)"
+    inference = compile_aten_graph(gm, [x, w])
+    training = compile_aten_graph(gm, [x, w], training=True)
+    assert channels_last in inference.wrapper_src
+    assert channels_last not in training.wrapper_src, training.wrapper_src
+    for fn in (inference, training):
+        torch.testing.assert_close(fn(x, w)[0], f(x, w))

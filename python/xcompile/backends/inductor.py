@@ -87,6 +87,10 @@ def _output_aliases_input(program, primals: list) -> bool:
     return any(o.kind in (OutputKind.IS_INPUT, OutputKind.INPUT_VIEW) for o in schema.outputs)
 
 
+def _training_graph(gm: torch.fx.GraphModule, example_inputs: list):
+    return compile_aten_graph(gm, example_inputs, training=True)
+
+
 def _training(gm: torch.fx.GraphModule, inputs: list):
     """``aot_compile``: training graphs, and inference graphs whose outputs alias inputs they
     mutate (its runtime handles write-back and view regeneration for both)."""
@@ -95,8 +99,9 @@ def _training(gm: torch.fx.GraphModule, inputs: list):
     except ImportError as e:
         return _eager(gm, f"training graphs need xcompile.aot ({e})")
     try:
-        return aot_compile(gm, inputs, fw_compiler=compile_aten_graph, bw_compiler=compile_aten_graph,
-                           partition="min_cut", decompositions=DECOMPOSITIONS)
+        return aot_compile(gm, inputs, fw_compiler=_training_graph, bw_compiler=_training_graph,
+                           inference_compiler=compile_aten_graph, partition="min_cut",
+                           decompositions=DECOMPOSITIONS)
     except Exception as e:  # noqa: BLE001
         if getattr(config, "kernel_raise_errors", False):
             raise

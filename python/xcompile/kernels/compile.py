@@ -91,7 +91,8 @@ def _codegen_triton(schedule, buffers) -> tuple[dict, list]:
     return kernels, groups
 
 
-def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dict[int, torch.Tensor]):
+def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dict[int, torch.Tensor],
+             training: bool = False):
     times = {}
 
     def timed(name, fn, *args):
@@ -101,7 +102,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
         return out
 
     timed("ensure_meta", ensure_meta, gm, example_inputs)
-    graph = timed("lower", lambda: GraphLowering(gm, example_inputs, LOWERINGS).run())
+    graph = timed("lower", lambda: GraphLowering(gm, example_inputs, LOWERINGS, training=training).run())
     if getattr(config, "verify", False):
         verify_graph(graph)
     if log.enabled("output_code"):
@@ -129,12 +130,14 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
 
 
 def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
-                       bound: dict[int, torch.Tensor] | None = None) -> Callable:
+                       bound: dict[int, torch.Tensor] | None = None, training: bool = False) -> Callable:
     """Compile a functional ATen graph; inputs at the positions in ``bound`` are fixed tensors
-    (parameters read through the held reference at call time) and are not passed."""
+    (parameters read through the held reference at call time) and are not passed.  ``training``:
+    the forward or backward graph of a training step (some layout choices differ, see the
+    convolution row)."""
     bound = dict(bound or {})
     try:
-        return _compile(gm, example_inputs, bound)
+        return _compile(gm, example_inputs, bound, training=training)
     except Exception as e:  # noqa: BLE001 - any failure means: run this graph eagerly
         if getattr(config, "kernel_raise_errors", False):
             raise

@@ -56,8 +56,10 @@ def _is_dense(layout: Layout) -> bool:
 
 
 class GraphLowering:
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], table: dict):
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], table: dict,
+                 training: bool = False):
         self.gm = gm
+        self.training = training                    # a forward or backward graph of a training step
         self.example_inputs = list(example_inputs)
         self.table = table
         self.buffers: dict[str, Buffer] = {}
