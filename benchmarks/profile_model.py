@@ -217,8 +217,19 @@ def _under_knobs(fn, knobs: dict):
     def run(*args):
         if state["first"]:
             state["first"] = False
-            with xcompile.config.patch(**knobs):
+            # set directly (not config.patch): experimental knobs the code reads with getattr too
+            missing = object()
+            old = {k: getattr(xcompile.config, k, missing) for k in knobs}
+            for k, v in knobs.items():
+                setattr(xcompile.config, k, v)
+            try:
                 return fn(*args)
+            finally:
+                for k, v in old.items():
+                    if v is missing:
+                        delattr(xcompile.config, k)
+                    else:
+                        setattr(xcompile.config, k, v)
         return fn(*args)
     return run
 
