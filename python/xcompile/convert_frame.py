@@ -25,6 +25,7 @@ from .frontend.capture import FrameState
 from .frontend.exc import TorchRuntimeError, Unsupported
 from .frontend.side_effects import with_side_effects
 from .guards.lower import lower_guards, lower_output_spec
+from .warmup import prepare_frontend
 
 NORMAL, SKIP, NO_NEW = 0, 1, 2
 
@@ -157,6 +158,7 @@ class ConvertFrame:
             return None
         if torch._C._functorch.maybe_current_level() is not None:
             return None       # inside a torch.func transform (vmap/grad...): run this call eagerly
+        prepare_frontend()    # the first compile's imports, whole even if a signal arrives
         # One compilation at a time (the GIL is dropped while kernels build): a thread that
         # waited first looks at the entries the others added meanwhile.
         n_seen = len(_C.cache_entries(code))

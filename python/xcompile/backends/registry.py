@@ -43,7 +43,8 @@ def lookup_backend(backend) -> Callable:
     if backend in _BUILTIN:
         mod, _, attr = _BUILTIN[backend].partition(":")
         try:
-            fn = getattr(importlib.import_module(mod), attr)
+            from ..warmup import import_guarded
+            fn = getattr(import_guarded(mod), attr)
         except (ImportError, AttributeError) as e:
             raise RuntimeError(f"backend {backend!r} is not available: {e}") from e
         _REGISTERED[backend] = fn
