@@ -28,8 +28,8 @@ _DECOMPOSE = [
     # backward ops (autograd records them above the decomposition: training graphs meet them):
     # the norms' become reductions and pointwise ops that fuse (the activations' backward ops
     # are rows of the lowering table: pointwise, laid out as eager lays them out)
-    aten.native_layer_norm_backward, aten.native_group_norm_backward, aten._softmax_backward_data,
-    aten._log_softmax_backward_data, aten.select_backward, aten.slice_backward,
+    aten.native_layer_norm_backward, aten.native_group_norm_backward, aten.native_batch_norm_backward,
+    aten._softmax_backward_data, aten._log_softmax_backward_data, aten.select_backward, aten.slice_backward,
 ]
 if hasattr(aten, "_fused_rms_norm"):
     _DECOMPOSE.append(aten._fused_rms_norm)
