@@ -53,6 +53,7 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAUL
 INDUCTOR_OPTIONS = ("fallback_random", "cpu_kernel_backend", "kernel_raise_errors", "cpp_compiler",
                     "cpp_parallel_threshold", "cpp_simd_math", "compile_threads", "inline_max_ops",
                     "kernel_fusion", "kernel_channels_last_conv", "kernel_index_checks",
+                    "kernel_fuse_transposed_reads", "kernel_tile_transposes",
                     "triton_persistent_rnumel", "triton_rblock")
 
 

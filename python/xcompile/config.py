@@ -75,6 +75,11 @@ kernel_channels_last_conv: bool = True
 # Kernels check indirect indices (x[idx], gather, index_select, embedding) and raise like eager;
 # False reads a clamped element instead (wrong answers on bad indices: benchmarking only).
 kernel_index_checks: bool = _env_bool("XCOMPILE_KERNEL_INDEX_CHECKS", True)
+# Fuse a pointwise value read transposed into a reduction's loop (False: it gets its own kernel,
+# as gathers inside the reduction loop are slow: MLP-Mixer's x + t.transpose(1, 2) into a norm).
+kernel_fuse_transposed_reads: bool = False
+# C++ pointwise nests that read across their rows (NCHW <-> channels-last) run in 16x16 tiles.
+kernel_tile_transposes: bool = True
 # Triton: rows up to this many elements use persistent reductions; looped ones use this block.
 triton_persistent_rnumel: int = 1024
 triton_rblock: int = 256

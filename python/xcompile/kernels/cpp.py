@@ -567,7 +567,7 @@ class CppKernelWriter:
         nest = self.nest
         n = len(nest.xvars)
         if n < 2 or nest.xsizes[-1] < TILE or nest.xsizes[-2] < TILE or \
-                not getattr(config, "kernel_tile_transposes", True):
+                not config.kernel_tile_transposes:
             return False
         from .loops import accesses
         inner, outer = nest.xvars[-1], nest.xvars[-2]

@@ -319,7 +319,7 @@ class Fusion:
         is contiguous along an outer one (``x + t.transpose(1, 2)`` feeding a norm over the
         last dim): inside the reduction loop every such load is a gather, 4x slower than
         contiguous rows and 2x slower than the same gathers in a plain pointwise loop."""
-        if not g.rs or getattr(config, "kernel_fuse_transposed_reads", False):
+        if not g.rs or config.kernel_fuse_transposed_reads:
             return None
         idx, ridx = g.node_index(n, level)
         r = g.rvars()[-1]
