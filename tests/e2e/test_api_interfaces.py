@@ -147,3 +147,18 @@ def test_overflowing_python_scalar_raises_overflow_error():
 def test_numpy_array_method_runs_eagerly():
     np = pytest.importorskip("numpy")
     assert xcompile.compile(lambda a: a.mean(), backend="eager")(np.arange(4.0)) == 1.5
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("op", ["max", "min", "argmax", "amax"])
+def test_reduction_of_an_empty_tensor_raises_like_eager(backend, op):
+    """inductor returned -inf for t.max() of an empty tensor; eager raises."""
+    fn = {"max": lambda t: t.max(), "min": lambda t: t.min(), "argmax": lambda t: t.argmax(),
+          "amax": lambda t: t.amax(0)}[op]
+    with pytest.raises((RuntimeError, IndexError)) as eager:
+        fn(torch.ones(0))
+    with pytest.raises(type(eager.value)) as compiled:       # eager's own type (IndexError for argmax)
+        xcompile.compile(fn, backend=backend)(torch.ones(0))
+    assert str(eager.value).split("\n")[0] in str(compiled.value)
+    x = torch.randn(0, 3)
+    torch.testing.assert_close(xcompile.compile(lambda t: t.amax(1), backend=backend)(x), x.amax(1))

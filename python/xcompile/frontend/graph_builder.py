@@ -90,6 +90,11 @@ def _eager_error(fn: Callable, fargs, fkwargs) -> BaseException | None:
     return None
 
 
+# Reductions that raise on an empty input (or an empty reduced dim) where their meta kernels do not.
+_EMPTY_CHECKED = frozenset({"max", "min", "amax", "amin", "argmax", "argmin", "aminmax", "max_pool2d",
+                            "kthvalue", "mode", "median", "nanmedian"})
+
+
 class GraphBuilder:
     def __init__(self, grad_enabled: bool):
         self.graph = torch.fx.Graph()
@@ -182,6 +187,13 @@ class GraphBuilder:
                           "Only tensors, Python constants and containers of these can be graph arguments.")
 
     def run_fake(self, fn: Callable, fargs, fkwargs, what: str):
+        if fargs and isinstance(fargs[0], torch.Tensor) and fargs[0].numel() == 0 and \
+                what.rsplit(".", 1)[-1] in _EMPTY_CHECKED:
+            # max/min/argmax... of an empty tensor: eager raises, the meta kernel does not (and a
+            # fused kernel would return -inf); ask eager on real stand-ins
+            eager = _eager_error(fn, fargs, fkwargs)
+            if eager is not None:
+                raise TorchRuntimeError(f"{eager}\n\n(raised by {what} while tracing)")
         try:
             with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), contextlib.ExitStack() as modes:
                 for mode in self.autocast_modes:
