@@ -14,6 +14,7 @@ import warnings
 import torch
 
 from . import _C
+from .backends.registry import INDUCTOR_OPTIONS
 from .convert_frame import EXPLICIT_CODES, SKIP, ConvertFrame, RunOnly
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -46,15 +47,6 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAUL
     if mode is not None:
         opts["mode"] = mode
     return _wrap(model, ConvertFrame(backend, fullgraph=fullgraph, dynamic=dynamic, options=opts))
-
-
-# Options of backend "inductor": the kernel generator's knobs of xcompile.config, applied while
-# that compile's graphs are built (as torch's options patch inductor's config).
-INDUCTOR_OPTIONS = ("fallback_random", "cpu_kernel_backend", "kernel_raise_errors", "cpp_compiler",
-                    "cpp_parallel_threshold", "cpp_simd_math", "compile_threads", "inline_max_ops",
-                    "kernel_fusion", "kernel_channels_last_conv", "kernel_index_checks",
-                    "kernel_fuse_transposed_reads", "kernel_tile_transposes",
-                    "triton_persistent_rnumel", "triton_rblock")
 
 
 def _check_options(backend, opts: dict) -> None:

@@ -19,7 +19,7 @@ import torch
 
 from . import _C, config, log
 from .api_shapes import dynamic_mark_warning
-from .backends.registry import lookup_backend
+from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
 from .exc import BackendCompilerFailed, CacheLimitExceeded
 from .frontend.capture import FrameState
 from .frontend.exc import TorchRuntimeError, Unsupported
@@ -281,7 +281,6 @@ class ConvertFrame:
             gm.recompile()
             captured.run_grad_on = True
             grad_on = torch.enable_grad()
-        from .api import INDUCTOR_OPTIONS
         knobs = {k: v for k, v in self.options.items() if k in INDUCTOR_OPTIONS} \
             if self.backend_name == "inductor" else {}
         try:

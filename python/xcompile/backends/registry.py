@@ -27,6 +27,15 @@ def register_backend(name: str, compiler_fn: Callable | None = None):
     return deco(compiler_fn) if compiler_fn is not None else deco
 
 
+# Options of backend "inductor": the kernel generator's knobs of xcompile.config, applied while
+# that compile's graphs are built (as torch's options patch inductor's config).
+INDUCTOR_OPTIONS = ("fallback_random", "cpu_kernel_backend", "kernel_raise_errors", "cpp_compiler",
+                    "cpp_parallel_threshold", "cpp_simd_math", "compile_threads", "inline_max_ops",
+                    "kernel_fusion", "kernel_channels_last_conv", "kernel_index_checks",
+                    "kernel_fuse_transposed_reads", "kernel_tile_transposes",
+                    "triton_persistent_rnumel", "triton_rblock")
+
+
 def list_backends() -> list[str]:
     return sorted(set(_BUILTIN) | set(_REGISTERED))
 

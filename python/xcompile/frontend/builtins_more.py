@@ -401,7 +401,7 @@ def lru_cached_call(tx, args, kwargs):
     call is made at trace time and a constant result is the answer for every later call too (its
     side effects happen once, as in eager: transformers' ``logger.warning_once``).  Otherwise the
     wrapped function is traced."""
-    from .values import FunctionValue, PartialValue, real_object
+    from .values import FunctionValue, real_object
     wrapper_v, call_args = args[0], list(args[1:])
     wrapper = real_object(wrapper_v)
     real_args = _pinned(tx, [*call_args, *kwargs.values()])
@@ -411,8 +411,10 @@ def lru_cached_call(tx, args, kwargs):
             result = wrapper(*pos, **kw)
         except Exception as e:                   # eager raises the same, from the same call
             raise PythonError.of(e) from None
-        if is_constant(result):
-            return ConstantValue(result)
+        if not is_constant(result):              # cached now: eager's call returns this very object
+            raise Unsupported(f"an lru_cache'd function returned a {type(result).__name__}",
+                              "The call runs eagerly and is answered from the cache.")
+        return ConstantValue(result)
     wsrc = wrapper_v.source
     from .sources import AttrSource
     fn = FunctionValue(wrapper.__wrapped__, source=AttrSource(wsrc, "__wrapped__") if wsrc else None,

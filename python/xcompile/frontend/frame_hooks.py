@@ -57,11 +57,11 @@ class HookHandleValue(Value):
 
 
 def hooks_of(tx: "Tracer", m: torch.nn.Module, pre: bool) -> list[FrameHook]:
-    return [h for h in getattr(tx, "frame_hooks", {}).get(id(m), ()) if h.pre == pre]
+    return [h for h in tx.frame_hooks.get(id(m), ()) if h.pre == pre]
 
 
 def has_frame_hooks(tx: "Tracer", m: torch.nn.Module) -> bool:
-    return bool(getattr(tx, "frame_hooks", {}).get(id(m)))
+    return bool(tx.frame_hooks.get(id(m)))
 
 
 def _register(pre: bool):
@@ -79,11 +79,8 @@ def _register(pre: bool):
         if unknown:
             raise Unsupported(f"register_forward_hook with options {sorted(unknown)}")
         m = args[0].module
-        entry = FrameHook(args[1], pre, bool(opts.get("with_kwargs")), getattr(tx, "top_step", None))
-        if not hasattr(tx, "frame_hooks"):
-            tx.frame_hooks = {}
+        entry = FrameHook(args[1], pre, bool(opts.get("with_kwargs")), tx.top_step)
         tx.frame_hooks.setdefault(id(m), []).append(entry)
-        tx.frame_hook_modules = getattr(tx, "frame_hook_modules", {})
         tx.frame_hook_modules[id(m)] = m           # kept alive while the trace runs
         return HookHandleValue(m, entry)
     return call
@@ -107,7 +104,7 @@ def handle_attr(tx: "Tracer", v: HookHandleValue, name: str) -> Value:
 
 def pending_stop(tx: "Tracer") -> tuple[int, int] | None:
     """Where to stop the trace instead, when a hook the tracer keeps is still registered."""
-    pending = [h for hs in getattr(tx, "frame_hooks", {}).values() for h in hs]
+    pending = [h for hs in tx.frame_hooks.values() for h in hs]
     if not pending:
         return None
     where = [h.where for h in pending if h.where is not None]

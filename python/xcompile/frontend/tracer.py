@@ -173,6 +173,11 @@ class Tracer:
         self.side_effects = SideEffects()               # changes to state from outside the frame
         self.handled_exception: Value | None = None     # what `except` is handling (sys.exc_info)
         self._cells: dict[int, tuple[Any, CellValue]] = {}   # id(real cell) -> (cell, its value)
+        # forward hooks registered inside the trace (frame_hooks.py): id(module) -> hooks, in
+        # order; the modules themselves, kept alive; the top frame's (steps, index) now
+        self.frame_hooks: dict[int, list] = {}
+        self.frame_hook_modules: dict[int, Any] = {}
+        self.top_step: tuple[int, int] | None = None
 
     def decoded(self, code: types.CodeType) -> list[Instr]:
         instrs = self._decoded.get(code)
