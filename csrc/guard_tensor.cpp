@@ -1,4 +1,4 @@
-// guard_tensor.cpp — tensor-metadata and global-state leaves: the only TU with torch headers.
+// guard_tensor.cpp — tensor-metadata and global-state leaves (torch headers: here and tensor_alias.cpp).
 // Metadata is read from at::TensorImpl directly (no Python attribute access).
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>

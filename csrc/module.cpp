@@ -11,6 +11,7 @@
 #include "guard_accessors.h"
 #include "guard_leaves.h"
 #include "guard_tree.h"
+#include "tensor_alias.h"
 
 namespace py = pybind11;
 using namespace xc;
@@ -234,5 +235,6 @@ PYBIND11_MODULE(_C, m) {
   m.attr("SKIP") = static_cast<int>(STATE_SKIP);
   m.attr("NO_NEW") = static_cast<int>(STATE_NO_NEW);
 
+  init_tensor_alias(m);
   if (!init_compiled_function(m.ptr())) throw py::error_already_set();
 }
