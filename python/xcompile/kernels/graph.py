@@ -16,7 +16,7 @@ import torch
 import torch.fx
 from torch.utils import _pytree as pytree
 
-from .ir import Buffer, ExternNode, KernelGraph, Layout, LoopNode, TensorRef, contiguous_strides
+from .ir import Buffer, ExternNode, KernelGraph, Layout, LoopNode, TensorRef, contiguous_strides, same_strides
 
 aten = torch.ops.aten
 
@@ -161,7 +161,7 @@ class GraphLowering:
     def realize(self, tv: TV, stride: Sequence[int] | None = None) -> TensorRef:
         """A TensorRef for ``tv``, materializing it with a copy node if it is not strided (or
         not laid out with ``stride``)."""
-        if tv.ref is not None and (stride is None or tuple(self.strides_of(tv)) == tuple(stride)):
+        if tv.ref is not None and (stride is None or same_strides(tv.size, self.strides_of(tv), stride)):
             return tv.ref
         layout = None if stride is None else Layout(tv.dtype, tuple(tv.size), tuple(stride))
         saved, self.current = self.current, None   # a copy has no FX node of its own
@@ -299,6 +299,7 @@ class GraphLowering:
                     if isinstance(v, TV):
                         v = self._eager_layout(v, m)
                     outputs.append(self.realize(v) if isinstance(v, TV) else v)
+                outputs = self._alias_outputs(outputs, metas)
             else:
                 raise LoweringError(f"unsupported FX node {node.op} {node.target}")
         self.current = None
@@ -327,7 +328,7 @@ class GraphLowering:
         if tv.ref.view is not None or buf.kind == "extern":
             # a view, or an ATen result laid out by our inputs' layouts (a channels-last
             # convolution): copied into eager's strides when they differ
-            if tuple(self.strides_of(tv)) == tuple(val.stride()):
+            if same_strides(tv.size, self.strides_of(tv), val.stride()):
                 return tv
             return TV(tv.dtype, tv.size, tv.loader, self.realize(tv, stride=tuple(val.stride())))
         want = self.eager_layouts.get(buf.name) or Layout.of(val)
@@ -340,6 +341,41 @@ class GraphLowering:
         if want == Layout.of(val):
             self.meta_exact.add(buf.name)
         return tv
+
+    def _alias_outputs(self, outputs: list, metas: list) -> list:
+        """An output that eager returns as a view of another output comes back as a view of
+        that output's buffer (``as_strided``), not as a copy: it must share its storage.
+        Possible when the other output is a whole dense buffer laid out as eager lays it out
+        (every storage position in its extent is then one of its elements, at eager's place)
+        and the view's elements lie inside that extent."""
+        from torch.multiprocessing.reductions import StorageWeakRef
+
+        bases: dict = {}            # storage -> (buffer name, eager storage offset of its first element)
+        for r, m in zip(outputs, metas):
+            if not isinstance(r, TensorRef) or r.view is not None or not isinstance(m, torch.Tensor):
+                continue
+            buf = self.buffers.get(r.name)
+            if buf is None or buf.kind not in ("computed", "extern") or buf.layout.offset != 0 or \
+                    buf.layout != Layout(m.dtype, tuple(m.shape), tuple(m.stride())) or \
+                    not _is_dense(buf.layout) or m.numel() == 0:
+                continue
+            bases.setdefault(StorageWeakRef(m.untyped_storage()), (r.name, int(m.storage_offset())))
+        out = list(outputs)
+        for i, (r, m) in enumerate(zip(outputs, metas)):
+            if not isinstance(r, TensorRef) or not isinstance(m, torch.Tensor) or m.numel() == 0:
+                continue
+            base = bases.get(StorageWeakRef(m.untyped_storage()))
+            if base is None or base[0] == r.name:
+                continue
+            name, off0 = base
+            blay = self.buffers[name].layout
+            if self.buffers[r.name].kind == "input" or blay.dtype != m.dtype:
+                continue
+            view = Layout(m.dtype, tuple(m.shape), tuple(m.stride()), int(m.storage_offset()) - off0)
+            if view.offset < 0 or view.storage_numel > blay.storage_numel:
+                continue
+            out[i] = TensorRef(name, (view.size, view.stride, view.offset))
+        return out
 
     def _note_device(self, device: torch.device) -> None:
         if self.device is None:
@@ -372,8 +408,7 @@ def view_tv(L: GraphLowering, x: TV, size: Sequence[int], loader: Callable, val=
         exact = base.kind == "input" or _layout_matches_meta(L, x.ref.name)
         if exact:
             ref = TensorRef(x.ref.name, (lay.size, lay.stride, lay.offset))
-            if base.kind != "input" and lay.size == base.layout.size and \
-                    lay.stride == base.layout.stride and lay.offset == 0:
+            if base.kind != "input" and Layout(lay.dtype, lay.size, lay.stride) == base.layout:
                 ref = TensorRef(x.ref.name)
     return TV(x.dtype, tuple(int(s) for s in size), loader, ref)
 

@@ -190,12 +190,40 @@ def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-@dataclasses.dataclass(frozen=True)
+def same_strides(size: Sequence[int], a: Sequence[int] | None, b: Sequence[int] | None) -> bool:
+    """Strides ``a`` and ``b`` address the same elements of a tensor of ``size``: the stride
+    of a size-1 dim is never multiplied by anything but 0, and an empty tensor has no elements."""
+    if a is None or b is None or len(a) != len(size) or len(b) != len(size):
+        return a is None and b is None
+    if any(int(n) == 0 for n in size):
+        return True
+    return all(int(n) == 1 or int(x) == int(y) for n, x, y in zip(size, a, b))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
 class Layout:
+    """dtype, size, strides and storage offset of a buffer.  Two layouts are equal when they
+    address the same elements: strides of size-1 dims (and all strides and the offset of an
+    empty tensor) do not count."""
+
     dtype: torch.dtype
     size: tuple[int, ...]
     stride: tuple[int, ...]
     offset: int = 0
+
+    def _key(self) -> tuple:
+        if 0 in self.size:
+            return (self.dtype, self.size)
+        return (self.dtype, self.size, self.offset,
+                tuple(st for n, st in zip(self.size, self.stride) if n != 1))
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, Layout):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
     @staticmethod
     def contiguous(dtype: torch.dtype, size: Sequence[int]) -> "Layout":
