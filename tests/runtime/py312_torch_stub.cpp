@@ -1,8 +1,9 @@
-// Torch-free stand-ins for guard_tensor.cpp, linked only into the CPython 3.12 test build of
+// Torch-free stand-ins for guard_tensor.cpp and tensor_alias.cpp, linked only into the CPython 3.12 test build of
 // the runtime (check_py312_compile.sh), where no torch is installed. Not part of xcompile._C.
 #include <stdexcept>
 
 #include "guard_leaves.h"
+#include "tensor_alias.h"
 
 namespace xc {
 
@@ -13,5 +14,7 @@ std::unique_ptr<Leaf> make_tensor_match(PyObject*, std::string, const DimSpec&, 
 std::unique_ptr<RootLeaf> make_global_state(std::string) {
   throw std::runtime_error("global-state guards are not available in the torch-free test build");
 }
+
+void init_tensor_alias(pybind11::module_&) {}  // no shares_storage in the torch-free build
 
 }  // namespace xc

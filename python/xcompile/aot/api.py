@@ -9,6 +9,7 @@ Pipeline (each step one module):
   training   trace_joint -> partition (min_cut | save_all) -> fw/bw graphs     joint.py, partition.py
   inference  trace_forward (no grad anywhere in the call)                      joint.py
   runtime    autograd.Function + mutation write-back + view regeneration       runtime.py
+             (+ the call-time check for written inputs that share memory)      aliasing.py
 
 What the compilers receive (``(aten_gm, example_inputs) -> callable``):
 - ``fw_compiler`` gets the forward graph: functional ATen, placeholders = flat primals
@@ -35,6 +36,7 @@ import torch.fx
 from .. import config
 from ..log import enabled, log
 
+from .aliasing import independent_examples
 from .joint import Decompositions, fake_inputs, trace_forward, trace_joint
 from .lift import lift
 from .partition import POLICIES
@@ -77,10 +79,11 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
     partition_fn = POLICIES[partition]
 
     program = lift(gm)                                                     # 1. lift
-    primals = list(example_inputs) + program.state
+    # examples that share memory are traced as independent inputs; calls where a written
+    # input shares memory with another run eagerly (aliasing.py)
+    primals = independent_examples(example_inputs, program.state) + program.state
     fake_mode, fakes = fake_inputs(primals)
     schema = analyze(program, fakes, fake_mode)                            # 2. analyze
-    _refuse_overlapping_mutated_inputs(primals, schema.mutated_inputs, program.state_names)
 
     def mark(g: torch.fx.GraphModule) -> torch.fx.GraphModule:
         g.meta["fallback_random"] = fallback_random()
@@ -116,7 +119,7 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
             log("aot_graphs", "%s\ninference graph:%s", schema.summary(), fw_gm.code)
         return inference_compiler(mark(fw_gm), list(fakes))
 
-    compiled = CompiledProgram(schema, program.state, make_training, make_inference)
+    compiled = CompiledProgram(schema, program.state, make_training, make_inference, gm.forward)
     flags = tuple(bool(getattr(p, "requires_grad", False)) for p in primals)
     if torch.is_grad_enabled() and any(flags):
         compiled.training(flags)
@@ -134,24 +137,3 @@ def _with_requires_grad(fake_mode, fakes: list, flags: tuple) -> list:
                 t = t.detach().clone().requires_grad_(rg) if rg else t.detach()
         out.append(t)
     return out
-
-
-def _refuse_overlapping_mutated_inputs(primals: list, mutated: list[int], state_names: list[str]) -> None:
-    """Functionalization treats inputs as independent: one written into must not share memory."""
-    if not mutated:
-        return
-    storages: dict[int, list[int]] = {}
-    for k, p in enumerate(primals):
-        if isinstance(p, torch.Tensor) and not isinstance(p, torch._subclasses.fake_tensor.FakeTensor):
-            storages.setdefault(p.untyped_storage().data_ptr(), []).append(k)
-    for k in mutated:
-        p = primals[k]
-        if not isinstance(p, torch.Tensor) or isinstance(p, torch._subclasses.fake_tensor.FakeTensor):
-            continue
-        sharing = storages.get(p.untyped_storage().data_ptr(), [])
-        if len(sharing) > 1 and p.untyped_storage().nbytes() > 0:
-            num_user = len(primals) - len(state_names)
-            names = [f"input {j}" if j < num_user else state_names[j - num_user] for j in sharing]
-            raise AotUnsupported(f"aot: {names[sharing.index(k)]} is written in place and shares memory "
-                                 f"with {', '.join(n for j, n in zip(sharing, names) if j != k)}; "
-                                 "aliased inputs that are mutated are not supported")

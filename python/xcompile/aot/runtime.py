@@ -5,8 +5,9 @@ Per call (``CompiledProgram.__call__``):
  2. if autograd needs this call: ``CompiledFunction.apply`` runs the compiled forward and
     saves exactly what the partition chose; the backward graph is compiled at the first
     ``.backward()`` and runs as one node of eager autograd. Otherwise the inference graph;
- 3. new values of mutated inputs are copied into the real inputs (tracked by autograd when
-    they require grad, so ``x.mul_(w)`` inside the graph differentiates as in eager);
+ 3. inputs the graph restrided in place (``x.t_()``) get the same ``as_strided_``; new values
+    of mutated inputs are copied into the real inputs (tracked by autograd when they require
+    grad, so ``x.mul_(w)`` inside the graph differentiates as in eager);
  4. outputs that alias inputs or one another are rebuilt as views (``as_strided`` of the
     real base), so ``out`` shares storage with ``x`` exactly when it did in eager.
 """
@@ -18,6 +19,7 @@ from typing import Callable
 import torch
 from torch._C import _functions as _autograd_functions
 
+from .aliasing import eager_for_aliased, shares_storage
 from .schema import AotUnsupported, OutputKind, Schema
 
 _requires_grad = operator.attrgetter("requires_grad")
@@ -43,11 +45,32 @@ class TrainingArtifact:
         self.non_diff_outs = tuple(i for i, o in enumerate(schema.fw_outs) if not o.requires_grad)
         self.deview = tuple(o.index for o in schema.outputs if o.kind is OutputKind.PLAIN and o.deview)
         self.grad_slots = tuple(grad_slots)
+        self.tangent_meta = tuple((schema.fw_outs[i].size, schema.fw_outs[i].dtype, schema.fw_outs[i].device)
+                                  for i in self.diff_outs)
+        self.tangent_deps = _tangent_deps(bw_gm, num_saved)
 
     def backward_fn(self, example: list) -> Callable:
         if self.bw is None:
             self.bw = self.bw_compiler(self.bw_gm, example)
         return self.bw
+
+
+def _tangent_deps(bw_gm: torch.fx.GraphModule, num_saved: int) -> tuple[frozenset, ...]:
+    """For each output of the backward graph, the tangents (by position) it is computed from."""
+    placeholders = [n for n in bw_gm.graph.nodes if n.op == "placeholder"]
+    deps: dict[torch.fx.Node, frozenset] = {n: frozenset((k - num_saved,)) if k >= num_saved else frozenset()
+                                            for k, n in enumerate(placeholders)}
+    out_node = None
+    for n in bw_gm.graph.nodes:
+        if n.op == "output":
+            out_node = n
+        elif n.op != "placeholder":
+            deps[n] = frozenset().union(*(deps.get(a, frozenset()) for a in n.all_input_nodes))
+    if out_node is None:
+        return ()
+    outs = out_node.args[0]
+    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+    return tuple(deps.get(o, frozenset()) if isinstance(o, torch.fx.Node) else frozenset() for o in outs)
 
 
 def _deview(t: torch.Tensor) -> torch.Tensor:
@@ -68,6 +91,7 @@ class CompiledFunction(torch.autograd.Function):
         for i in art.deview:
             fw_outs[i] = _deview(fw_outs[i])
         ctx.art = art
+        ctx.set_materialize_grads(False)        # an unused output's gradient stays None (backward)
         ctx.save_for_backward(*outs[n:])
         if art.non_diff_outs:
             # a compiler may return one tensor object for two outputs (``t.detach()`` and
@@ -81,7 +105,15 @@ class CompiledFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, *grads):
         art: TrainingArtifact = ctx.art
-        tangents = [grads[i] if grads[i].is_contiguous() else grads[i].contiguous() for i in art.diff_outs]
+        tangents = []
+        missing = []                            # outputs the loss does not depend on
+        for k, i in enumerate(art.diff_outs):
+            g = grads[i]
+            if g is None:
+                size, dtype, device = art.tangent_meta[k]
+                g = torch.zeros(size, dtype=dtype, device=device)
+                missing.append(k)
+            tangents.append(g if g.is_contiguous() else g.contiguous())
         args = [*ctx.saved_tensors, *tangents]
         bw = art.backward_fn(args)
         if torch.is_grad_enabled():            # create_graph=True: allow once, refuse a second time
@@ -90,6 +122,13 @@ class CompiledFunction(torch.autograd.Function):
             out = _delay_error(out, any(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
         else:
             out = bw(*args)
+        if missing:
+            # eager leaves an input's .grad None when the loss does not reach it: an input whose
+            # gradient is computed only from tangents of unused outputs gets None, not zeros
+            unused = frozenset(missing)
+            deps = art.tangent_deps
+            return (None, *[None if s is None or (s < len(deps) and deps[s] and deps[s] <= unused)
+                            else out[s] for s in art.grad_slots])
         return (None, *[None if s is None else out[s] for s in art.grad_slots])
 
 
@@ -124,7 +163,7 @@ class CompiledProgram:
 
     def __init__(self, schema: Schema, state: list[torch.Tensor],
                  make_training: Callable[[tuple], TrainingArtifact],
-                 make_inference: Callable[[], Callable]):
+                 make_inference: Callable[[], Callable], eager: Callable):
         self.schema = schema
         self.state = tuple(state)
         self._make_training = make_training
@@ -132,10 +171,13 @@ class CompiledProgram:
         self._training: dict[tuple, TrainingArtifact] = {}
         self._inference: Callable | None = None
         self._mutated = tuple(schema.mutated_inputs)
+        self._restrided = tuple((m.index, m.size, m.stride, m.offset_delta) for m in schema.meta_changes)
+        self._eager = eager
+        self._eager_aliased = eager_for_aliased(eager, "aot")
         n = schema.num_fw_outs
         self._mutation_slice = slice(n - len(self._mutated), n)
         kinds = [o.kind for o in schema.outputs]
-        self._simple = (not self._mutated and all(k is OutputKind.PLAIN for k in kinds)
+        self._simple = (not self._mutated and not self._restrided and all(k is OutputKind.PLAIN for k in kinds)
                         and [o.index for o in schema.outputs] == list(range(len(kinds)))
                         and len(kinds) == n)
         self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset, o.base_stride, o.detach)
@@ -155,12 +197,16 @@ class CompiledProgram:
 
     def __call__(self, *inputs):
         primals = inputs + self.state
+        if self._mutated and shares_storage(primals, self._mutated):
+            return self._eager_aliased(*inputs)
         if torch.is_grad_enabled():
             try:
                 flags = tuple(map(_requires_grad, primals))
             except AttributeError:                  # a non-tensor input (a constant the graph specialized)
                 flags = tuple(isinstance(p, torch.Tensor) and p.requires_grad for p in primals)
             if True in flags:
+                if self._restrided:                 # autograd through as_strided_ of an input: eager
+                    return self._eager(*inputs)
                 art = self._training.get(flags) or self.training(flags)
                 return self._finish(primals, _apply(art, primals))
         inference = self._inference or self.inference()
@@ -169,6 +215,9 @@ class CompiledProgram:
     def _finish(self, primals, fw_outs):
         if self._simple:
             return tuple(fw_outs)
+        for k, size, stride, delta in self._restrided:
+            target = primals[k]
+            target.as_strided_(size, stride, target.storage_offset() + delta)
         for k, new in zip(self._mutated, fw_outs[self._mutation_slice]):
             target = primals[k]
             if target.requires_grad and not new.requires_grad:

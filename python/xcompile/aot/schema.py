@@ -1,7 +1,8 @@
 """What a program does to its inputs and how its outputs alias, found before tracing.
 
 One run of the lifted program on fake functional tensors (cheap: no data) answers:
-- which inputs it writes into (data mutations; metadata mutations are refused),
+- which inputs it writes into (data mutations) and which it restrides in place (``x.t_()``:
+  metadata mutations, replayed on the real input with ``as_strided_``),
 - which outputs are an input, a view of an input, or views of one another,
 - which outputs require grad.
 
@@ -13,6 +14,7 @@ and how each user output is rebuilt from fw outs and inputs at run time (``Outpu
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 from dataclasses import dataclass
@@ -22,7 +24,8 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .functional import functionalization, has_data_mutation, has_metadata_mutation, to_functional
+from .functional import (from_functional, functionalization, has_data_mutation, has_metadata_mutation,
+                         to_functional)
 
 
 class AotUnsupported(RuntimeError):
@@ -62,6 +65,16 @@ class FwOut:
     layout: tuple[int, ...] | None = None   # eager's strides where the functional trace's differ
 
 
+@dataclass(frozen=True)
+class MetaChange:
+    """An input restrided in place by the program: its size and strides after, and its storage
+    offset after minus before."""
+    index: int
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset_delta: int
+
+
 @dataclass
 class Schema:
     num_primals: int
@@ -70,6 +83,7 @@ class Schema:
     outputs: list[OutputInfo]          # one per user output
     fw_outs: list[FwOut]               # what the functional forward returns
     cloned_inputs: list[int]           # mutated inputs that require grad: traced on a clone
+    meta_changes: list[MetaChange] = dataclasses.field(default_factory=list)
 
     def prepare(self, fprimals: list) -> list:
         """The inputs as the program sees them: a mutated input that requires grad is
@@ -129,20 +143,41 @@ def analyze(program, fake_primals: list, fake_mode) -> Schema:
     requires_grad = [bool(getattr(p, "requires_grad", False)) for p in fake_primals]
     # user inputs that require grad may be non-leaves the program writes into: give it a clone
     maybe_cloned = [k for k in range(program.num_user_inputs) if requires_grad[k]]
+    with _keeping_metadata(fake_primals):
+        return _analyze(program, fake_primals, fake_mode, requires_grad, maybe_cloned)
+
+
+@contextlib.contextmanager
+def _keeping_metadata(fakes: list):
+    """A restride of an input (``x.t_()``) reaches the fake under its functional wrapper (and
+    the plain run of _eager_layouts restrides the fake itself): put every fake back after."""
+    before = [(t, t.size(), t.stride(), t.storage_offset()) for t in fakes if isinstance(t, torch.Tensor)]
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for t, size, stride, offset in before:
+                if t.size() != size or t.stride() != stride or t.storage_offset() != offset:
+                    t.as_strided_(size, stride, offset)
+
+
+def _analyze(program, fake_primals: list, fake_mode, requires_grad: list[bool],
+             maybe_cloned: list[int]) -> Schema:
     with fake_mode, enable_python_dispatcher(), functionalization(), torch.enable_grad():
         fprimals = [to_functional(p) for p in fake_primals]
         probe = Schema(len(fprimals), requires_grad, [], [], [], maybe_cloned)
         used = probe.prepare(fprimals)
         grad_fns = [getattr(u, "grad_fn", None) for u in used]
+        offsets = [u.storage_offset() if isinstance(u, torch.Tensor) else 0 for u in used]
         outs = program(*used)
-        schema = _describe(outs, used, requires_grad, grad_fns)
+        schema = _describe(outs, used, requires_grad, grad_fns, offsets)
         schema.cloned_inputs = [k for k in maybe_cloned if k in schema.mutated_inputs]
-    if _writes_in_place(program.gm):
+    if writes_in_place(program.gm):
         _eager_layouts(program, fake_primals, fake_mode, maybe_cloned, outs, schema)
     return schema
 
 
-def _writes_in_place(gm: torch.fx.GraphModule) -> bool:
+def writes_in_place(gm: torch.fx.GraphModule) -> bool:
     for n in gm.graph.nodes:
         name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
         if n.op in ("call_method", "call_function") and (
@@ -177,17 +212,30 @@ def _eager_layouts(program, fake_primals: list, fake_mode, cloned: list[int], fo
             schema.fw_outs[j] = dataclasses.replace(fo, layout=tuple(e.stride()))
 
 
+def _meta_change(k: int, p: torch.Tensor, offset_before: int) -> MetaChange:
+    """How input ``k`` was restrided; refused when it now reaches past its storage (resize_)."""
+    inner = from_functional(p)
+    size, stride, offset = tuple(inner.shape), tuple(inner.stride()), inner.storage_offset()
+    extent = offset + sum((n - 1) * st for n, st in zip(size, stride)) + 1 if all(size) else 0
+    if extent * inner.element_size() > inner.untyped_storage().nbytes():
+        raise AotUnsupported(f"aot: input {k} is resized in place beyond its storage (resize_); "
+                             "only restriding an input in place (t_(), squeeze_(), as_strided_) "
+                             "is supported")
+    return MetaChange(k, size, stride, offset - offset_before)
+
+
 def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
-              grad_fns_before: list | None = None) -> Schema:
+              grad_fns_before: list | None = None, offsets_before: list | None = None) -> Schema:
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
             raise AotUnsupported(f"aot: output {i} is a {type(o).__name__}; graphs must return tensors")
     mutated = []
+    meta_changes = []
     for k, p in enumerate(fprimals):
+        if not isinstance(p, torch.Tensor):
+            continue
         if has_metadata_mutation(p):
-            raise AotUnsupported(
-                f"aot: input {k} has its metadata changed in place (e.g. t_(), resize_, as_strided_); "
-                "only data mutations of inputs are supported")
+            meta_changes.append(_meta_change(k, p, offsets_before[k] if offsets_before else 0))
         if has_data_mutation(p):
             mutated.append(k)
     input_slot = {id(p): k for k, p in enumerate(fprimals)}
@@ -271,4 +319,5 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
         outputs=[info for info in infos if info is not None],
         fw_outs=fw_outs,
         cloned_inputs=[],
+        meta_changes=meta_changes,
     )

@@ -23,6 +23,8 @@ import torch
 import torch.fx
 
 from .. import config, log
+from ..aot.aliasing import WrittenInputsChecked, any_shared
+from ..aot.schema import writes_in_place as _writes_in_place
 from ..kernels.compile import compile_aten_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
 
@@ -52,6 +54,9 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     if _needs_grad(inputs + list(program.state)):
         return _training(gm, inputs)
     primals = inputs + list(program.state)
+    if any_shared(primals) and _writes_in_place(gm):
+        # functionalization would see the examples' aliasing: aot traces independent stand-ins
+        return _training(gm, inputs)
     try:
         with torch.no_grad():
             aten_gm = trace_aten(program, primals)
@@ -59,19 +64,34 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
         if getattr(config, "kernel_raise_errors", False):
             raise
         return _eager(gm, f"cannot trace to ATen: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
-    if _mutates_input(aten_gm) and _output_aliases_input(program, primals):
-        # ``x.add_(1); return x`` returns x itself in eager: aot's runtime writes the new values
-        # back and rebuilds such outputs from the real inputs (it picks inference under no_grad)
+    written = _written_inputs(aten_gm)
+    if written is None or (written and _output_aliases_input(program, primals)):
+        # ``x.add_(1); return x`` returns x itself in eager, ``x.t_()`` restrides x itself: aot's
+        # runtime writes new values back, replays restrides and rebuilds such outputs from the
+        # real inputs (it picks inference under no_grad)
         return _training(gm, inputs)
     n = len(inputs)
     bound = {n + i: t for i, t in enumerate(program.state)}
-    return compile_aten_graph(aten_gm, primals, bound=bound)
+    compiled = compile_aten_graph(aten_gm, primals, bound=bound)
+    if written and len(primals) > 1:
+        return WrittenInputsChecked(compiled, gm.forward, tuple(program.state), written)
+    return compiled
 
 
-def _mutates_input(aten_gm: torch.fx.GraphModule) -> bool:
-    """Functionalization ends a graph that writes into an input with ``copy_(input, new)``."""
-    return any(n.op == "call_function" and n.target is torch.ops.aten.copy_.default and
-               n.args[0].op == "placeholder" for n in aten_gm.graph.nodes)
+def _written_inputs(aten_gm: torch.fx.GraphModule) -> tuple[int, ...] | None:
+    """The primals a functional graph writes into: functionalization ends such a graph with
+    ``copy_(input, new)``. None when something else is left in place on an input (a restride:
+    ``as_strided_``)."""
+    placeholders = {n: k for k, n in enumerate(n for n in aten_gm.graph.nodes if n.op == "placeholder")}
+    written = []
+    for n in aten_gm.graph.nodes:
+        if n.op != "call_function" or not n.args or n.args[0] not in placeholders:
+            continue
+        if n.target is torch.ops.aten.copy_.default:
+            written.append(placeholders[n.args[0]])
+        elif isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable:
+            return None
+    return tuple(sorted(set(written)))
 
 
 def _output_aliases_input(program, primals: list) -> bool:
@@ -84,7 +104,8 @@ def _output_aliases_input(program, primals: list) -> bool:
         schema = analyze(program, fakes, fake_mode)
     except Exception:  # noqa: BLE001 - aot_compile reports it (or runs the graph eagerly)
         return True
-    return any(o.kind in (OutputKind.IS_INPUT, OutputKind.INPUT_VIEW) for o in schema.outputs)
+    return bool(schema.meta_changes) or any(
+        o.kind in (OutputKind.IS_INPUT, OutputKind.INPUT_VIEW) for o in schema.outputs)
 
 
 def _training_graph(gm: torch.fx.GraphModule, example_inputs: list):
