@@ -288,12 +288,14 @@ def _pow_scalar(L, node, x, e):
         return pointwise(L, node, [x], (lambda ops, dt, a: a) if e else
                          (lambda ops, dt, a: ops.constant(True, torch.bool)), out_dtype=torch.bool)
     if val.dtype.is_floating_point or (isinstance(e, int) and 0 <= e <= 8):
+        # the exponent takes part in type promotion: int ** 0.5 and bool ** 2.0 compute in float
+        cdt, _ = elementwise_dtypes(_meta_like(x), e, type_promotion_kind=K.BOOL_TO_LONG)
         if e == 2:
-            return pointwise(L, node, [x], lambda ops, dt, a: ops.mul(a, a), K.BOOL_TO_LONG)
+            return pointwise(L, node, [x], lambda ops, dt, a: ops.mul(a, a), compute_dtype=cdt)
         if e == 1:
-            return pointwise(L, node, [x], lambda ops, dt, a: a, K.BOOL_TO_LONG)
+            return pointwise(L, node, [x], lambda ops, dt, a: a, compute_dtype=cdt)
         if e == 0.5 and val.dtype.is_floating_point:
-            return pointwise(L, node, [x], lambda ops, dt, a: ops.sqrt(a), K.BOOL_TO_LONG)
+            return pointwise(L, node, [x], lambda ops, dt, a: ops.sqrt(a), compute_dtype=cdt)
         if isinstance(e, (int, float)) and float(e).is_integer() and -2 <= e <= 8:
             n = int(e)  # ATen multiplies out small integer powers too
 
@@ -302,7 +304,7 @@ def _pow_scalar(L, node, x, e):
                 for _ in range(abs(n) - 1):
                     r = ops.mul(r, a)
                 return ops.reciprocal(r) if n < 0 else r
-            return pointwise(L, node, [x], fn, K.BOOL_TO_LONG)
+            return pointwise(L, node, [x], fn, compute_dtype=cdt)
         return pointwise(L, node, [x, e], lambda ops, dt, a, b: ops.pow(a, b), K.BOOL_TO_LONG)
     return NotImplemented
 

@@ -183,6 +183,15 @@ def tconst(value, dtype: torch.dtype) -> str:
     return f"tl.full([], {int(value)}, {TL_DTYPE[dtype]})"
 
 
+def _is_literal(expr: str) -> bool:
+    """A float32 constant as ``tconst`` writes it: a bare Python float."""
+    try:
+        float(expr)
+        return True
+    except ValueError:
+        return expr.startswith("float(")
+
+
 class TritonOps(Ops):
     def __init__(self, w: "TritonKernelWriter"):
         self.w = w
@@ -221,6 +230,8 @@ class TritonOps(Ops):
     def to_dtype(self, x, dtype):
         if x.dtype == dtype:
             return x
+        if x.dtype == torch.float32 and _is_literal(x.expr):
+            x = TV(f"tl.full([], {x.expr}, tl.float32)", x.dtype)   # a Python float has no .to()
         if dtype == torch.bool:
             return self.w.emit(f"{x} != 0", dtype)
         if torch.bfloat16 in (x.dtype, dtype) and _interpret():
