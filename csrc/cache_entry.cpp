@@ -168,6 +168,7 @@ std::shared_ptr<CacheEntry> CacheEntry::graph(std::shared_ptr<RootGuard> guard,
   e->plan_object = std::move(output_plan);
   e->owner = py::none();
   e->tag = py::none();
+  e->deps = py::none();
   return e;
 }
 
@@ -181,6 +182,7 @@ std::shared_ptr<CacheEntry> CacheEntry::code(std::shared_ptr<RootGuard> guard, p
   e->plan_object = py::none();
   e->owner = py::none();
   e->tag = py::none();
+  e->deps = py::none();
   return e;
 }
 

@@ -7,6 +7,8 @@
 //   ├─ CODE:  runner (strong), called as runner(*frame arguments), plus the function's
 //   │         closure tuple as one more last argument when the code has free variables
 //   ├─ owner    the backend key it was compiled for (None: any); see run_cached
+//   ├─ deps     kept for the compiler: weak references to the objects the guard holds weakly,
+//   │           whose callbacks remove the entry from its code's cache (cache_remove)
 //   └─ hits     times the cache walk selected this entry
 //
 // Hot path (both the eval-frame hook and CompiledFunction):
@@ -72,6 +74,8 @@ struct CacheEntry {
   std::unique_ptr<OutputPlan> plan;
   pybind11::object owner;        // backend key (see run_cached) or None
   pybind11::object tag;          // anything the compiler wants to note (Python-only; None)
+  pybind11::object deps;         // what the compiler keeps with the entry (the weak references
+                                 // whose callbacks drop it when a guarded object dies); None
   int n_inputs = 0;
   int64_t hits = 0;
 };

@@ -74,6 +74,16 @@ void cache_add(CodeExtra* extra, PyObject* obj, CacheEntry* entry) {
   extra->generation++;
 }
 
+bool cache_remove(CodeExtra* extra, PyObject* obj) {
+  auto it = std::find_if(extra->entries.begin(), extra->entries.end(),
+                         [obj](const EntryRef& r) { return r.obj == obj; });
+  if (it == extra->entries.end()) return false;
+  extra->entries.erase(it);
+  extra->generation++;
+  Py_DECREF(obj);
+  return true;
+}
+
 void cache_move_to_front(CodeExtra* extra, size_t i) {
   if (i == 0 || i >= extra->entries.size()) return;
   auto first = extra->entries.begin();

@@ -48,6 +48,9 @@ CodeExtra* get_or_create_code_extra(PyObject* code);
 
 // Inserts at the front. `obj` is borrowed (a new reference is taken).
 void cache_add(CodeExtra* extra, PyObject* obj, CacheEntry* entry);
+// Removes the entry `obj` (borrowed) if present; returns whether it was there. The reference is
+// released after the list no longer holds it (deallocation may run arbitrary code).
+bool cache_remove(CodeExtra* extra, PyObject* obj);
 // Moves entries[i] to the front.
 void cache_move_to_front(CodeExtra* extra, size_t i);
 // Removes all entries of one code / of every code. Entry objects are released only after the

@@ -34,24 +34,63 @@ struct Ref {
   ~Ref() { Py_XDECREF(o); }
 };
 
+// An object compared by identity, held through a weak reference when its type takes one (else
+// strongly: ints, strings, tuples, None...). is(v): v is that object and it is still alive, so an
+// object that died never matches a new one at its address, and the guard keeps nothing alive.
+class WeakId {
+ public:
+  explicit WeakId(PyObject* obj) : ptr_(obj) {
+    if (PyType_SUPPORTS_WEAKREFS(Py_TYPE(obj))) {
+      ref_ = PyWeakref_NewRef(obj, nullptr);
+      if (ref_ == nullptr) throw_python_error();
+      weak_ = true;
+    } else {
+      Py_INCREF(obj);
+      ref_ = obj;
+    }
+  }
+  WeakId(WeakId&& o) noexcept : ptr_(o.ptr_), ref_(o.ref_), weak_(o.weak_) { o.ref_ = nullptr; }
+  WeakId(const WeakId&) = delete;
+  WeakId& operator=(const WeakId&) = delete;
+  ~WeakId() { Py_XDECREF(ref_); }
+
+  bool is(PyObject* v) const { return v == ptr_ && (!weak_ || weakref_target(ref_) == v); }
+  // Borrowed; NULL once the object died.
+  PyObject* get() const {
+    if (!weak_) return ptr_;
+    PyObject* o = weakref_target(ref_);
+    return o == Py_None ? nullptr : o;
+  }
+  void weak_objects(std::vector<PyObject*>& out) const {
+    if (PyObject* o = weak_ ? get() : nullptr) out.push_back(o);
+  }
+
+ private:
+  PyObject* ptr_;          // identity only (never dereferenced unless alive)
+  PyObject* ref_;          // the weak reference, or the object itself (strong)
+  bool weak_ = false;
+};
+
 // ---- type / id / length ---------------------------------------------------------------------
 
 class TypeMatch final : public Leaf {
  public:
   TypeMatch(PyObject* tp, std::string desc) : Leaf(std::move(desc)), tp_(tp) {}
-  bool check(PyObject* v) override { return (PyObject*)Py_TYPE(v) == tp_.o; }
+  bool check(PyObject* v) override { return tp_.is((PyObject*)Py_TYPE(v)); }
+  void weak_objects(std::vector<PyObject*>& out) const override { tp_.weak_objects(out); }
 
  private:
-  Ref tp_;
+  WeakId tp_;
 };
 
 class IdMatch final : public Leaf {
  public:
   IdMatch(PyObject* obj, std::string desc) : Leaf(std::move(desc)), obj_(obj) {}
-  bool check(PyObject* v) override { return v == obj_.o; }
+  bool check(PyObject* v) override { return obj_.is(v); }
+  void weak_objects(std::vector<PyObject*>& out) const override { obj_.weak_objects(out); }
 
  private:
-  Ref obj_;
+  WeakId obj_;
 };
 
 class LengthCheck final : public Leaf {
@@ -261,8 +300,10 @@ class ModuleTree final : public Leaf {
     }
   }
 
+  void weak_objects(std::vector<PyObject*>& out) const override { module_.weak_objects(out); }
+
   bool check(PyObject* v) override {
-    if (v != module_.o) return false;
+    if (!module_.is(v)) return false;
     for (DictWatch& w : watches_) {
       if (!w.unchanged()) return false;
     }
@@ -317,7 +358,12 @@ class ModuleTree final : public Leaf {
     auto watch = [&](PyObject* d) {
       if (seen.insert(d).second) watches_.emplace_back(d);
     };
-    PyObject* it = PyObject_CallMethod(module_.o, "modules", nullptr);
+    PyObject* module = module_.get();
+    if (module == nullptr) {
+      PyErr_SetString(PyExc_ReferenceError, "module_tree: the module died");
+      return false;
+    }
+    PyObject* it = PyObject_CallMethod(module, "modules", nullptr);
     if (!it) return false;
     PyObject* iter = PyObject_GetIter(it);
     Py_DECREF(it);
@@ -351,7 +397,7 @@ class ModuleTree final : public Leaf {
     return !PyErr_Occurred();
   }
 
-  Ref module_;
+  WeakId module_;
   std::vector<DictWatch> watches_;
 };
 

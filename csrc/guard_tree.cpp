@@ -134,6 +134,11 @@ void GuardNode::rewatch() {
   for (auto& c : children_) c->rewatch();
 }
 
+void GuardNode::weak_objects(std::vector<PyObject*>& out) const {
+  for (auto& leaf : leaves_) leaf->weak_objects(out);
+  for (auto& c : children_) c->weak_objects(out);
+}
+
 void GuardNode::dump(std::string& out, int indent) const {
   indent_to(out, indent);
   out += path_;

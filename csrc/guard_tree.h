@@ -12,8 +12,12 @@
 //
 // Ownership: the root owns its children (shared_ptr, so Python handles to nodes stay valid), a
 // node owns its accessor, leaves and children. Leaves own strong refs to whatever they compare
-// against. Values are fetched once per check: a fetch returns a new reference that the node
-// releases after its subtree is checked; slots hold their own strong references.
+// against, except user objects compared by identity (ID_MATCH objects, TYPE_MATCH classes, the
+// root module of MODULE_TREE): those are held through weak references (weak_objects()), so a
+// guard never keeps a module, function or class alive, and an object that died fails the
+// check even when a new object took its address. Values are fetched once per check: a fetch
+// returns a new reference that the node releases after its subtree is checked; slots hold their
+// own strong references.
 //
 // A check never raises: a fetch or leaf error is cleared and the guard fails. The failing leaf
 // (or node, for a failed fetch) is remembered as the root's last failure and moved to the front
@@ -59,6 +63,9 @@ class Leaf {
   // Leaves that watch mutable state (dict versions, module trees) take its current state as
   // the new baseline: called after the cache entry's own side effects changed that state.
   virtual void rewatch() {}
+  // The objects this leaf holds only weakly (borrowed; those still alive are appended). A cache
+  // entry drops itself from its code's cache when one of them dies (see convert_frame.py).
+  virtual void weak_objects(std::vector<PyObject*>& out) const { (void)out; }
   const std::string& desc() const { return desc_; }
 
  private:
@@ -114,6 +121,7 @@ class GuardNode {
   void dump(std::string& out, int indent) const;
   void dump_children(std::string& out, int indent) const;
   void rewatch();  // Leaf::rewatch on this subtree
+  void weak_objects(std::vector<PyObject*>& out) const;  // Leaf::weak_objects on this subtree
   const std::string& path() const { return path_; }
   int n_slots() const { return n_slots_; }
 
@@ -143,6 +151,12 @@ class RootGuard {
   std::string dump() const;
   // Every watching leaf re-baselines (after side effects the entry applied to watched state).
   void rewatch() { frame_.rewatch(); }
+  // Every object the tree's leaves hold weakly and that is still alive (borrowed).
+  std::vector<PyObject*> weak_objects() const {
+    std::vector<PyObject*> out;
+    frame_.weak_objects(out);
+    return out;
+  }
 
  private:
   bool fail(const std::string* what, PyObject** slots);

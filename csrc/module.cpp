@@ -155,6 +155,13 @@ PYBIND11_MODULE(_C, m) {
            py::arg("closure") = py::none())
       .def("rewatch", &RootGuard::rewatch,
            "Watching leaves (module trees, dicts) take the current state as their baseline.")
+      .def("weak_objects",
+           [](const RootGuard& r) {
+             py::list out;
+             for (PyObject* o : r.weak_objects()) out.append(py::handle(o));
+             return out;
+           },
+           "The objects the guard holds only weakly (identity guards, module trees), alive ones.")
       .def("last_failure", &RootGuard::last_failure)
       .def("dump", &RootGuard::dump)
       .def_property_readonly("n_slots", &RootGuard::n_slots);
@@ -176,6 +183,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("n_inputs", [](const CacheEntry& e) { return e.n_inputs; })
       .def_readonly("hits", &CacheEntry::hits)
       .def_readwrite("tag", &CacheEntry::tag, "free for the compiler's notes (not used by the runtime)")
+      .def_readwrite("deps", &CacheEntry::deps,
+                     "kept alive with the entry (the compiler's weak references with callbacks)")
       .def_readwrite("owner", &CacheEntry::owner,
                      "backend key the entry was compiled for; None: used under any callback")
       .def("__repr__", [](const CacheEntry& e) {
@@ -199,6 +208,12 @@ PYBIND11_MODULE(_C, m) {
           cache_add(extra_of(code), entry.ptr(), e);
         },
         py::arg("code"), py::arg("entry"), "Insert an entry at the front of a code's cache.");
+  m.def("cache_remove",
+        [](py::handle code, py::handle entry) {
+          CodeExtra* extra = get_code_extra(code_of(code));
+          return extra != nullptr && cache_remove(extra, entry.ptr());
+        },
+        py::arg("code"), py::arg("entry"), "Drop one entry from a code's cache; whether it was there.");
   m.def("cache_clear",
         [](py::handle code) {
           if (CodeExtra* extra = get_code_extra(code_of(code))) cache_clear(extra);

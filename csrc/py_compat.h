@@ -167,4 +167,11 @@ inline uint64_t dict_version(PyObject* d) {
 #endif
 }
 
+// ---- weak references ------------------------------------------------------------------------
+
+// Borrowed: the referent of a weak reference, or None once it died (no call, no error).
+inline PyObject* weakref_target(PyObject* ref) {
+  return ((PyWeakReference*)ref)->wr_object;
+}
+
 }  // namespace xc

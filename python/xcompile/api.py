@@ -10,6 +10,7 @@ import functools
 import inspect
 import types
 import warnings
+import weakref
 
 import torch
 
@@ -21,7 +22,7 @@ _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-c
 DEFAULT_BACKEND = "inductor"
 
 # Codes the user marked with disable(recursive=False); re-marked after reset().
-_nonrecursive_skips: set[types.CodeType] = set()
+_nonrecursive_skips: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
 
 def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAULT_BACKEND,
@@ -187,7 +188,7 @@ def reset() -> None:
     from .frontend.graph_break import reset_break_log
     reset_break_log()                        # the next graph break at a known place logs in full again
     from .convert_frame import EAGER_FRAMES
-    for code in EAGER_FRAMES:                # frames that ran eagerly after a graph break: traced again
+    for code in list(EAGER_FRAMES):          # frames that ran eagerly after a graph break: traced again
         _C.set_code_state(code, 0)
     EAGER_FRAMES.clear()
     for code in _nonrecursive_skips:

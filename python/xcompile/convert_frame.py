@@ -68,10 +68,12 @@ def _skip_code(code: types.CodeType) -> bool:
 
 
 # Every code object handed to compile() by any callback: never marked SKIP when another callback
-# (a graph break's replacement code calling the module, say) meets it as library code.
-EXPLICIT_CODES: set = set()
+# (a graph break's replacement code calling the module, say) meets it as library code. Weak, as
+# every record of a code object here: a function made at run time (exec, a factory) and compiled
+# must die with its cache entries.
+EXPLICIT_CODES: "weakref.WeakSet" = weakref.WeakSet()
 # Codes that run eagerly because of a graph break they cannot resume from (reset() forgets it).
-EAGER_FRAMES: set = set()
+EAGER_FRAMES: "weakref.WeakSet" = weakref.WeakSet()
 
 
 def _skip_module(f_globals: dict) -> bool:
@@ -140,10 +142,10 @@ class ConvertFrame:
         self.dynamic = dynamic
         self.options = options or {}
         self._xc_backend_key = backend_key(self.backend, self.options, self.backend_name)
-        self._warned_limit: set = set()
+        self._warned_limit: weakref.WeakSet = weakref.WeakSet()
         # Codes the user handed to compile() directly: compiled even where _skip_code says
         # otherwise (e.g. torch.nn.Sequential.forward of a compiled Sequential).
-        self.explicit_codes: set = set()
+        self.explicit_codes: weakref.WeakSet = weakref.WeakSet()
 
     def compile_kwargs(self) -> dict:
         """The arguments of the ``compile`` call that made this callback (a copy compiles so)."""
@@ -238,7 +240,7 @@ class ConvertFrame:
         compiled, n_call = with_side_effects(captured, compiled, n_inputs, guard)   # mutations applied after it
         entry = _C.CacheEntry.graph(guard, compiled, n_call, lower_output_spec(captured.output, n_inputs))
         entry.owner = self._xc_backend_key
-        _C.cache_add(code, entry)
+        _add_entry(code, entry)
         return entry
 
     def _install_broken(self, code, broken):
@@ -253,7 +255,7 @@ class ConvertFrame:
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
         entry = _C.CacheEntry.code(guard, runner)
         entry.owner = self._xc_backend_key
-        _C.cache_add(code, entry)
+        _add_entry(code, entry)
         return entry
 
     def _compile_graph(self, code, captured):
@@ -318,6 +320,34 @@ class ConvertFrame:
         if freeze:                                # else only this instance runs eagerly
             _C.set_code_state(code, NO_NEW)
         return None
+
+
+def _add_entry(code, entry) -> None:
+    """Adds ``entry`` to ``code``'s cache, to be dropped when an object its guard holds weakly dies.
+
+    Guards hold the user objects they compare by identity (modules, functions, classes, globals
+    read as constants) through weak references, as torch's do: a compiled module or function
+    does not outlive its user, and when one of them dies, the entries whose guards name it are
+    removed (with the graphs and parameters they keep), so they neither pile up nor ever match a
+    new object that reuses the dead one's address.
+    """
+    _C.cache_add(code, entry)
+    objs = entry.guard.weak_objects()
+    if not objs:
+        return
+    code_ref, entry_ref = weakref.ref(code), weakref.ref(entry)
+
+    def drop_entry(_ref, code_ref=code_ref, entry_ref=entry_ref):
+        c, e = code_ref(), entry_ref()
+        if c is not None and e is not None and _C is not None:   # (None at interpreter exit)
+            _C.cache_remove(c, e)
+
+    refs, seen = [], set()
+    for o in objs:
+        if id(o) not in seen:
+            seen.add(id(o))
+            refs.append(weakref.ref(o, drop_entry))
+    entry.deps = refs
 
 
 def _keeping_grad_mode(compiled, captured):

@@ -32,8 +32,40 @@ def test_id_match_keeps_object_alive():
     root = one_leaf(lambda n: n.add_id_match(obj, "ID obj"))
     assert check(root, obj)
     assert not check(root, object())
+    assert root.weak_objects() == []  # no weak references to it: held strongly
     del obj  # the leaf holds a strong reference: no address reuse can fool it
     assert not check(root, object())
+
+
+def test_id_match_and_type_match_hold_objects_weakly():
+    import gc
+    import weakref
+
+    class Thing:
+        pass
+
+    def make():
+        def fn():
+            pass
+        return fn
+
+    fn, thing = make(), Thing()
+    root = one_leaf(lambda n: n.add_id_match(fn, "ID fn"))
+    troot = one_leaf(lambda n: n.add_type_match(Thing, "TYPE Thing"))
+    assert check(root, fn) and check(troot, thing)
+    assert root.weak_objects() == [fn] and troot.weak_objects() == [Thing]
+    refs, old_id = [weakref.ref(fn), weakref.ref(Thing)], id(fn)
+    del fn, thing, Thing
+    gc.collect()
+    assert all(r() is None for r in refs)
+    assert root.weak_objects() == [] and troot.weak_objects() == []
+    # a dead object never matches, even a new one that took its address
+    reused = False
+    for _ in range(50):
+        new = make()
+        reused |= id(new) == old_id
+        assert not check(root, new)
+    assert reused, "CPython did not reuse the address (the check above proved less)"
 
 
 @pytest.mark.parametrize("value,n,ok", [
@@ -303,21 +335,25 @@ def test_module_tree_eval_twice_passes_after_recompile():
     assert check(train_guard, m)
 
 
-def test_module_tree_keeps_watched_dicts_alive_until_released():
+def test_module_tree_holds_the_module_weakly():
     import gc
     import weakref
 
     m = Net()
     refs = [weakref.ref(m), weakref.ref(m.lin)]
     root = module_root(m)
+    assert root.weak_objects() == [m]
     del m
     gc.collect()
-    assert all(r() is not None for r in refs)  # the guard holds the tree: no stale pointers
-    assert not check(root, Net())
-    assert check(root, refs[0]())
-    del root
+    assert refs[0]() is None              # the guard does not keep the module alive
+    assert root.weak_objects() == []
+    assert not check(root, Net())         # nor does a dead module match anything
+    for _ in range(20):                   # ... not even a new module at its address
+        n = Net()
+        assert not check(root, n)
+    del root, n
     gc.collect()
-    assert all(r() is None for r in refs)
+    assert refs[1]() is None              # the watched dicts (and what they hold) are released with it
 
 
 def test_dict_unchanged_survives_resizes():

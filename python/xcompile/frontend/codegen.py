@@ -25,6 +25,7 @@ import keyword
 import math
 import sys
 import types
+import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -282,6 +283,7 @@ class RunnerBuilder:
         fn.__xcompile_source__ = source_text
         import linecache
         linecache.cache[filename] = (len(source_text), None, source_text.splitlines(True), filename)
+        weakref.finalize(fn, linecache.cache.pop, filename, None)   # the runner's entry was dropped
         return fn
 
 
