@@ -25,6 +25,7 @@ from .frontend.capture import FrameState
 from .frontend.exc import TorchRuntimeError, Unsupported
 from .frontend.side_effects import with_side_effects
 from .guards.lower import lower_guards, lower_output_spec
+from .handlers import outside_compile
 from .warmup import prepare_frontend
 
 NORMAL, SKIP, NO_NEW = 0, 1, 2
@@ -169,7 +170,8 @@ class ConvertFrame:
                 entry = self._added_meanwhile(code, n_seen, f_locals, f_globals, f_builtins, closure)
                 if entry is not None:
                     return entry
-            return self._convert(code, f_locals, f_globals, f_builtins, closure)
+            with outside_compile():       # a signal handler run meanwhile sees no tracing state
+                return self._convert(code, f_locals, f_globals, f_builtins, closure)
 
     def _owns(self, entry) -> bool:
         """Entries this callback may use: its backend key's, or any callback's (owner None)."""

@@ -21,7 +21,7 @@ _FRONTEND = ("xcompile.frontend.graph_break", "xcompile.guards.build", "xcompile
              "sympy", "torch._subclasses.fake_tensor", "torch.fx.experimental.proxy_tensor",
              "torch.fx.experimental.symbolic_shapes")
 # Signals whose Python handlers may raise: held back while modules are half-built.
-_ASYNC = tuple(getattr(signal, n) for n in ("SIGINT", "SIGALRM", "SIGTERM", "SIGHUP", "SIGUSR1",
+ASYNC_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGALRM", "SIGTERM", "SIGHUP", "SIGUSR1",
                                             "SIGUSR2", "SIGVTALRM", "SIGPROF") if hasattr(signal, n))
 _done: set[str] = set()
 _lock = threading.RLock()
@@ -35,7 +35,7 @@ def guarded():
     held: dict = {}
     pending: list = []
     if threading.current_thread() is threading.main_thread():
-        for sig in _ASYNC:
+        for sig in ASYNC_SIGNALS:
             old = signal.getsignal(sig)
             if callable(old):
                 held[sig] = old

@@ -21,6 +21,7 @@ import torch
 
 from ..bytecode.instructions import Instr, decode
 from ..guards.build import GuardBuilder
+from ..handlers import PENDING, raise_pending
 from . import rules, tracing_rules
 from .exc import PythonError, Unsupported
 from .graph_builder import GraphBuilder
@@ -131,6 +132,8 @@ class Frame:
         return traceback.FrameSummary(self.code.co_filename, self.lineno, self.code.co_name, line=line)
 
     def step(self) -> None:
+        if PENDING:                               # a signal handler raised during this compile
+            raise_pending()
         inst = self.instrs[self.ip]
         self.ip += 1
         if inst.lineno is not None:

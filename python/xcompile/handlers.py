@@ -1,0 +1,94 @@
+"""Signal handlers that run during a compile see the program's state, not the tracer's.
+
+Python runs a signal handler between two bytecodes of whatever the main thread is doing. When
+that is a compile, torch's tracing state is active: fake-tensor and proxy modes on the dispatch
+mode stack, functionalization in the thread's dispatch keys, the Python dispatcher, a grad mode
+the tracer set. A handler that computes with tensors (a timer that logs a metric, saves a
+checkpoint, or calls a compiled function) would then compute on fake tensors or record its ops
+into the user's graph. So while a compile runs (``outside_compile()`` around it), each Python
+signal handler is wrapped: it runs with the dispatch modes popped, the dispatch keys, Python
+dispatcher and grad mode of the moment the compile began, and everything restored after.
+Handlers are put back when the compile ends (unless the program replaced them meanwhile).
+
+An exception a handler raises (KeyboardInterrupt from Ctrl-C or a timer) is held back until a
+safe point: raised at the tracer's next instruction (``raise_pending``) or when the compile
+ends. Raised where the signal landed, it could cross a C++ frame of torch's dispatcher that
+cannot pass it on (a fake tensor's dispatch calling back into Python), and the process aborts.
+"""
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from .warmup import ASYNC_SIGNALS
+
+
+class _State:
+    """The thread's torch state when the compile began."""
+
+    __slots__ = ("include", "exclude", "grad")
+
+    def __init__(self):
+        self.include = torch._C._dispatch_tls_local_include_set()
+        self.exclude = torch._C._dispatch_tls_local_exclude_set()
+        self.grad = torch.is_grad_enabled()
+
+
+PENDING: list[BaseException] = []          # raised by a handler during a compile, not yet re-raised
+
+
+def raise_pending() -> None:
+    """Raise what a signal handler raised during this compile (a safe point)."""
+    if PENDING:
+        e = PENDING[0]
+        PENDING.clear()
+        raise e
+
+
+def _wrap(handler, state: _State):
+    def run(sig, frame):
+        grad = torch.is_grad_enabled()
+        try:
+            with _disable_current_modes(), torch._C._DisablePythonDispatcher(), \
+                    torch._C._ForceDispatchKeyGuard(state.include, state.exclude):
+                torch._C._set_grad_enabled(state.grad)
+                handler(sig, frame)
+        except BaseException as e:  # noqa: BLE001 - raised again at the next safe point
+            PENDING.append(e)
+        finally:
+            torch._C._set_grad_enabled(grad)
+
+    run.__wrapped__ = handler
+    return run
+
+
+_depth = threading.local()
+
+
+@contextlib.contextmanager
+def outside_compile():
+    """Run the block (a compile) with the main thread's Python signal handlers wrapped."""
+    if threading.current_thread() is not threading.main_thread() or getattr(_depth, "n", 0):
+        yield                                   # handlers only run in the main thread; nested: done
+        return
+    state = _State()
+    wrapped: dict = {}
+    for sig in ASYNC_SIGNALS:
+        old = signal.getsignal(sig)
+        if callable(old):
+            new = _wrap(old, state)
+            wrapped[sig] = (old, new)
+            signal.signal(sig, new)
+    _depth.n = 1
+    try:
+        yield
+    finally:
+        _depth.n = 0
+        for sig, (old, new) in wrapped.items():
+            if signal.getsignal(sig) is new:
+                signal.signal(sig, old)
+        raise_pending()                         # the compile ended: raise it now (it wins)
