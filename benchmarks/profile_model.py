@@ -7,9 +7,10 @@ statement of each generated wrapper is timed (kernel launches, extern ATen calls
 allocations, restrides and copies, the outputs' views), summed per call, and the rest of the
 model's time (guards, the AOT runtime, Python between graphs) is what is left over.
 
-    python benchmarks/profile_model.py [mixer,unet,mlp_train,...] [--rounds R] [--threads T]
+    python benchmarks/profile_model.py [mixer,unet,mlp_train,deberta_v2,dit,...] [--rounds R] [--threads T]
         [--profile] [--code] [--torch-profile]
 
+Names not defined here are the real models of tests/models/builders.py (inference).
 --code prints each graph's wrapper (XCOMPILE_LOGS=output_code prints the kernels too);
 --torch-profile prints torch.profiler's op table of eager and of torch.compile for comparison.
 """
@@ -190,6 +191,8 @@ def build(name: str, ab: dict | None = None):
         if ab:
             runs["xc_ab"] = _under_knobs(runs["xc_ab"], ab)
         return runs, inputs, True
+    if name not in MODELS:
+        return _build_real(name, ab)
     make, inputs, train = MODELS[name]
     variants = ("eager", "torch", "xcompile") + (("xc_ab",) if ab else ())
     torch.manual_seed(0)
@@ -208,6 +211,24 @@ def build(name: str, ab: dict | None = None):
     if ab:
         runs["xc_ab"] = _under_knobs(runs["xc_ab"], ab)
     return runs, inputs, train
+
+
+def _build_real(name: str, ab: dict | None = None):
+    """A real model of tests/models/builders.py (bert, deberta_v2, dit, ...), inference: each
+    variant calls its own copy with the builder's keyword arguments bound."""
+    sys.path.insert(0, ROOT)
+    from tests.models.builders import build as build_real
+    built = build_real(name)
+    variants = ("eager", "torch", "xcompile") + (("xc_ab",) if ab else ())
+    models = {v: copy.deepcopy(built.model) for v in variants}
+    models["torch"] = torch.compile(models["torch"])
+    for v in variants[2:]:
+        models[v] = xcompile.compile(models[v], backend="inductor")
+    kwargs = built.kwargs
+    runs = {v: (lambda *a, _m=m: _m(*a, **kwargs)) for v, m in models.items()}
+    if ab:
+        runs["xc_ab"] = _under_knobs(runs["xc_ab"], ab)
+    return runs, (lambda: tuple(built.args)), False
 
 
 def _under_knobs(fn, knobs: dict):

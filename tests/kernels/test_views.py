@@ -49,14 +49,21 @@ def _scatters(x, y):
             aten.select_backward(y[:, 0], [12, 10], 1, 4), aten.slice_backward(y, [12, 10], 1, 0, 10, 2))
 
 
+def _repeats(x, y):
+    """repeat: a pointwise loop (modulo indexing), fused with the copy that feeds it."""
+    return (x.repeat(2, 3), (x.t() * 2).contiguous().repeat(1, 2), y[:, :1].repeat(1, 4),
+            x.repeat(2, 1, 1) + 1, x[0].repeat(3), y.repeat(1, 1), x.repeat(0, 2))
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
-@pytest.mark.parametrize("fn", [_views, _gather, _cat_and_constants, _scatters], ids=lambda f: f.__name__.strip("_"))
+@pytest.mark.parametrize("fn", [_views, _gather, _cat_and_constants, _scatters, _repeats],
+                         ids=lambda f: f.__name__.strip("_"))
 def test_views_and_indexing(backend, fn):
     x, y = torch.randn(12, 10), torch.randn(12, 5)
     compiled = compile_fn(fn, [x, y], backend)
     x, y = torch.randn(12, 10), torch.randn(12, 5)
     assert_close(compiled(x, y), fn(x, y), fn.__name__)
-    if fn is _scatters:
+    if fn in (_scatters, _repeats):
         assert not compiled.fallbacks, compiled.fallbacks
 
 

@@ -7,7 +7,7 @@ import torch
 
 from .. import config
 from .graph import TV, reshape_index, view_tv
-from .ir import FloorDiv, IndexCheck
+from .ir import FloorDiv, IndexCheck, ModIndex
 from .lowering import bload, iter_layout, opmath, out_meta, register
 
 aten = torch.ops.aten
@@ -169,6 +169,25 @@ def _as_strided(L, node, x, size, stride, storage_offset=None):
 @register(aten.alias.default, aten.detach.default)
 def _alias(L, node, x):
     return view_tv(L, x, x.size, x.loader)
+
+
+@register(aten.repeat.default)
+def _repeat(L, node, x, repeats):
+    """A contiguous copy reading ``x`` at ``idx % size`` (a pointwise loop: the copy feeding it,
+    a ``contiguous()`` of a permute say, fuses into it instead of an ATen call and a copy)."""
+    val = out_meta(node)
+    size = tuple(val.shape)
+    pad = len(size) - x.ndim
+    if pad < 0:
+        return NotImplemented
+
+    def body(ops, idx):
+        sub = []
+        for i, s in enumerate(x.size):
+            j = idx[pad + i]
+            sub.append(sympy.Integer(0) if s == 1 else j if size[pad + i] == s else ModIndex(j, s))
+        return x.loader(ops, sub)
+    return L.pointwise(val.dtype, size, body)
 
 
 # -- cat, indexing -------------------------------------------------------------------------------------------
