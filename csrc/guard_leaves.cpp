@@ -222,47 +222,99 @@ class EqualsMatch final : public Leaf {
 
 // ---- dict watching --------------------------------------------------------------------------
 
+// A dict and a snapshot of its (key, value) pairs. The dict is held strongly (a dict given to
+// DictUnchanged, a plain dict found in a watched dict: _parameters, _modules...), weakly (dicts
+// that take weak references: OrderedDict hook tables), or not at all when it is a module's
+// __dict__: then the module is held weakly and the dict is only read while the module is alive
+// and that dict is still its __dict__. Snapshot values that take weak references (modules,
+// tensors, functions, bound methods) are held weakly, the rest strongly. So a watch never keeps
+// a module alive, not even through a cycle (a bound method of the module in its own __dict__ or
+// hook table), and a dead value never compares equal to a new object at its address.
 class DictWatch {
  public:
-  explicit DictWatch(PyObject* d) : dict_(d), version_(dict_version(d)) {
-    PyObject *k, *v;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(d, &pos, &k, &v)) {
-      snapshot_.emplace_back(k);
-      snapshot_.emplace_back(v);
-    }
+  enum Hold { STRONG, WEAK, MODULE_DICT };
+
+  // `owner`: the module whose __dict__ `d` is (hold MODULE_DICT), else NULL.
+  DictWatch(PyObject* d, Hold hold, PyObject* owner = nullptr)
+      : ptr_(d), holder_(hold == STRONG ? Ref(d) : Ref()), hold_(hold) {
+    if (hold == WEAK) weak_.emplace_back(d);
+    if (hold == MODULE_DICT) weak_.emplace_back(owner);
+    snapshot();
+  }
+  // A dict found as a value: held weakly if it takes weak references, else strongly.
+  static DictWatch of_value(PyObject* d) {
+    return DictWatch(d, PyType_SUPPORTS_WEAKREFS(Py_TYPE(d)) ? WEAK : STRONG);
   }
 
-  PyObject* dict() const { return dict_.o; }
+  // Borrowed; NULL when it died or (MODULE_DICT) is no longer its module's __dict__.
+  PyObject* dict() const {
+    switch (hold_) {
+      case STRONG:
+        return ptr_;
+      case WEAK:
+        return weak_[0].get();
+      case MODULE_DICT: {
+        PyObject* m = weak_[0].get();
+        if (m == nullptr) return nullptr;
+        PyObject** dp = _PyObject_GetDictPtr(m);
+        return dp != nullptr && *dp == ptr_ ? ptr_ : nullptr;
+      }
+    }
+    return nullptr;
+  }
+  // Identity of the dict (never dereferenced: for bookkeeping of what is watched).
+  PyObject* id() const { return ptr_; }
 
   bool unchanged() {
-    uint64_t ver = dict_version(dict_.o);
+    PyObject* d = dict();
+    if (d == nullptr) return false;
+    uint64_t ver = dict_version(d);
     if (ver == version_) return true;
-    if (PyDict_GET_SIZE(dict_.o) * 2 != (Py_ssize_t)snapshot_.size()) return false;
+    if (PyDict_GET_SIZE(d) != (Py_ssize_t)keys_.size()) return false;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     size_t i = 0;
-    while (PyDict_Next(dict_.o, &pos, &k, &v)) {
-      if (i + 1 >= snapshot_.size() || snapshot_[i].o != k || snapshot_[i + 1].o != v) return false;
-      i += 2;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+      if (i >= keys_.size() || keys_[i].o != k || !values_[i].is(v)) return false;
+      i++;
     }
-    if (i != snapshot_.size()) return false;
+    if (i != keys_.size()) return false;
     version_ = ver;  // same contents: remember the new version
     return true;
   }
 
+  // Takes the dict's current contents as the baseline; false when the dict is gone.
+  bool snapshot() {
+    PyObject* d = dict();
+    keys_.clear();
+    values_.clear();
+    if (d == nullptr) return false;
+    version_ = dict_version(d);
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(d, &pos, &k, &v)) {
+      keys_.emplace_back(k);
+      values_.emplace_back(v);
+    }
+    return true;
+  }
+
  private:
-  Ref dict_;
-  uint64_t version_;
-  std::vector<Ref> snapshot_;  // k0, v0, k1, v1, ...
+  PyObject* ptr_;
+  Ref holder_;                 // STRONG: the dict
+  std::vector<WeakId> weak_;   // WEAK: the dict; MODULE_DICT: its module (0 or 1 items)
+  Hold hold_;
+  uint64_t version_ = 0;
+  std::vector<Ref> keys_;
+  std::vector<WeakId> values_;
 };
 
 class DictUnchanged final : public Leaf {
  public:
-  DictUnchanged(PyObject* d, std::string desc) : Leaf(std::move(desc)), watch_(d) {}
+  DictUnchanged(PyObject* d, std::string desc) : Leaf(std::move(desc)), watch_(d, DictWatch::STRONG) {}
   bool check(PyObject* v) override { return v == watch_.dict() && watch_.unchanged(); }
   void rewatch() override {
-    if (!watch_.unchanged()) watch_ = DictWatch(watch_.dict());  // a globals dict is big: only when changed
+    if (!watch_.unchanged()) watch_.snapshot();  // a globals dict is big: only when changed
   }
 
  private:
@@ -287,14 +339,16 @@ class ModuleTree final : public Leaf {
     for (size_t i = 0; i < n; ++i) {
       if (watches_[i].unchanged()) continue;
       if (seen.empty()) {
-        for (const DictWatch& w : watches_) seen.insert(w.dict());
+        for (const DictWatch& w : watches_) {
+          if (PyObject* d = w.dict()) seen.insert(d);
+        }
       }
+      if (!watches_[i].snapshot()) continue;  // gone: the check keeps failing
       PyObject* d = watches_[i].dict();
-      watches_[i] = DictWatch(d);  // the new watch holds `d` before the old one lets go
       PyObject *k, *v;
       Py_ssize_t pos = 0;
       while (PyDict_Next(d, &pos, &k, &v)) {
-        if (PyDict_Check(v) && seen.insert(v).second) watches_.emplace_back(v);
+        if (PyDict_Check(v) && seen.insert(v).second) watches_.push_back(DictWatch::of_value(v));
         if (is_new_module(v, seen)) return rewatch_all();
       }
     }
@@ -356,7 +410,7 @@ class ModuleTree final : public Leaf {
   bool watch_tree() {
     std::unordered_set<PyObject*> seen;
     auto watch = [&](PyObject* d) {
-      if (seen.insert(d).second) watches_.emplace_back(d);
+      if (seen.insert(d).second) watches_.push_back(DictWatch::of_value(d));
     };
     PyObject* module = module_.get();
     if (module == nullptr) {
@@ -370,10 +424,19 @@ class ModuleTree final : public Leaf {
     if (!iter) return false;
     while (PyObject* m = PyIter_Next(iter)) {
       PyObject* d = PyObject_GetAttrString(m, "__dict__");
-      Py_DECREF(m);
-      if (!d) break;
-      if (PyDict_Check(d)) {
+      if (!d) {
+        Py_DECREF(m);
+        break;
+      }
+      PyObject** dp = _PyObject_GetDictPtr(m);
+      const bool own_dict = PyDict_Check(d) && dp != nullptr && *dp == d;
+      if (own_dict && seen.insert(d).second) {
+        watches_.emplace_back(d, DictWatch::MODULE_DICT, m);  // read only while m lives
+      } else if (PyDict_Check(d)) {
         watch(d);
+      }
+      Py_DECREF(m);
+      if (PyDict_Check(d)) {
         PyObject *k, *v;
         Py_ssize_t pos = 0;
         while (PyDict_Next(d, &pos, &k, &v)) {

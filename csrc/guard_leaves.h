@@ -1,8 +1,9 @@
 // guard_leaves.h — the checks a guard node runs on its value.
 //
 //   leaf                   passes when                                    holds (strong refs)
-//   type_match(tp)         Py_TYPE(v) is tp                               tp
-//   id_match(obj)          v is obj                                       obj
+//   type_match(tp)         Py_TYPE(v) is tp                               tp (weakly)
+//   id_match(obj)          v is obj                                       obj (weakly if it takes
+//                                                                         weak references)
 //   equals_match(c)        type(v) is type(c) and v == c, compared in C;  c (and its items)
 //                          c: None/bool/int/float/str/bytes/torch.dtype/
 //                          torch.device/tuple of these (floats: NaN == NaN,
@@ -11,7 +12,8 @@
 //   dict_keys(keys)        v is a dict whose keys are `keys`, in order     keys (a tuple)
 //                          (identity first, else same type and ==)
 //   dict_unchanged(d)      v is d and d unchanged                          d + a snapshot
-//   module_tree(m)         v is m and no dict of m's tree changed          m + every watched dict
+//   module_tree(m)         v is m and no dict of m's tree changed          m (weakly) + watched
+//                                                                         dicts (see below)
 //   tensor_match(t)        exact type, dispatch keys, dtype, device,       the type
 //                          sizes, strides (strided only), requires_grad
 //   global_state()         grad mode, inference mode, autocast (cpu, cuda), default dtype, deterministic algorithms (root leaf)
@@ -19,8 +21,12 @@
 // "Unchanged" for a dict (DictWatch): its version tag (ma_version_tag) equals the stored one;
 // else its (key, value) pairs compare equal by identity and order with the snapshot taken at
 // construction, and then the new version is stored (so `model.eval()` twice in a row costs one
-// snapshot comparison, not a recompile). The snapshot holds strong refs, so identity
-// comparison can never be fooled by a freed and reused address.
+// snapshot comparison, not a recompile). Snapshot values are held weakly when they take weak
+// references (else strongly), so identity comparison is never fooled by a freed and reused
+// address. A module's __dict__ is not held at all: it is read only while its module (held
+// weakly) lives and still has it; other watched dicts are held weakly if they can be (hook
+// OrderedDicts), else strongly (_parameters, _modules). Nothing in a guard keeps a module alive,
+// not even a cycle through it (a bound method of the module among its attributes or hooks).
 //
 // Factories throw pybind11::type_error / std::invalid_argument (TypeError / ValueError in
 // Python) for bad arguments.

@@ -71,6 +71,38 @@ def test_module_collected_after_del(backend, cls, train):
     assert n_entries(cls.forward) == 0         # its entries were dropped with it
 
 
+class HookedNet(Net):
+    """Cycles through the module's own dicts: a bound method as a hook and as an attribute."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_forward_hook(self.double)
+        self.act = self.shifted_relu
+
+    def double(self, mod, inp, out):
+        return out * 2
+
+    def shifted_relu(self, x):
+        return torch.relu(x) + 1
+
+    def forward(self, x):
+        return self.b(self.act(self.a(x)))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_module_in_a_cycle_through_its_dicts_collected(backend):
+    m = HookedNet()
+    cm = xcompile.compile(m, backend=backend)
+    x = torch.randn(2, 4)
+    torch.testing.assert_close(cm(x), m(x))
+    torch.testing.assert_close(cm(x), m(x))
+    ref = weakref.ref(m)
+    del m, cm
+    collect()
+    assert ref() is None
+    assert n_entries(HookedNet.forward) == 0
+
+
 def test_nn_linear_collected():
     m = torch.nn.Linear(3, 3)
     cm = xcompile.compile(m, backend="inductor")
@@ -141,7 +173,9 @@ def test_new_function_at_a_dead_ones_address_is_not_a_hit():
 def test_new_module_at_a_dead_ones_address_is_not_a_hit(backend):
     x = torch.randn(2, 4)
     old_ids, reused = set(), False
-    for _ in range(12):
+    for i in range(60):
+        if reused and i >= 6:
+            break
         m = Net()
         reused |= id(m) in old_ids
         old_ids.add(id(m))
@@ -190,3 +224,24 @@ def test_live_module_keeps_its_entries_and_stays_fast():
     for _ in range(3):
         torch.testing.assert_close(cm(x), m(x))
     assert entry.hits >= 3                       # still the same entry: weak guards still pass
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.tensor(2.0)     # a plain attribute, not a buffer
+
+    def forward(self, x):
+        return x * self.scale
+
+
+def test_replaced_attribute_at_a_reused_address_is_seen():
+    """Module dicts are watched with weak snapshots: an attribute replaced by a new object (which
+    may take the dead one's address) is a change, never a false 'unchanged'."""
+    m = Scaled()
+    cm = xcompile.compile(m, backend="eager")
+    x = torch.randn(3)
+    with xcompile.config.patch(cache_size_limit=64):
+        for k in range(30):
+            m.scale = torch.tensor(float(k))
+            torch.testing.assert_close(cm(x), x * k)
