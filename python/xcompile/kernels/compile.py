@@ -3,6 +3,7 @@
 The pipeline, one named pass per line (``XCOMPILE_LOGS=compile_times`` times each):
 
     ensure_meta   fake-tensor metadata on every node
+    fold          what only literals feed is computed once, here (constant_fold.py)
     lower         ATen ops -> loop IR (lowering table; extern ATen calls for the rest)
     fuse          inline pointwise chains, group loops over one iteration space
     codegen       one C++ (CPU) or Triton (GPU) kernel per group
@@ -26,6 +27,7 @@ from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from .. import config, log
 from .cache import build_cpp_many, load_cpp
+from .constant_fold import fold_constants
 from .cpp import cpp_prelude, generate_cpp
 from .fusion import Group, fuse
 from .graph import GraphLowering
@@ -102,6 +104,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
         return out
 
     timed("ensure_meta", ensure_meta, gm, example_inputs)
+    timed("fold", fold_constants, gm)
     graph = timed("lower", lambda: GraphLowering(gm, example_inputs, LOWERINGS, training=training).run())
     if getattr(config, "verify", False):
         verify_graph(graph)
