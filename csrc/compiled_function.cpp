@@ -444,6 +444,79 @@ PyType_Spec tramp_spec = {
         Py_TPFLAGS_DISALLOW_INSTANTIATION,
     tramp_slots};
 
+// ---- untraced(fn): fn called with this thread's compile callback unset ---------------------
+
+struct UntracedObject {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* fn;  // strong
+};
+
+PyObject* untraced_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf,
+                              PyObject* kwnames) {
+  CallbackScope no_callback(nullptr);
+  return PyObject_Vectorcall(reinterpret_cast<UntracedObject*>(self)->fn, args, nargsf, kwnames);
+}
+
+PyObject* untraced_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
+  PyObject* fn;
+  if ((kwds && PyDict_GET_SIZE(kwds)) || !PyArg_UnpackTuple(args, "untraced", 1, 1, &fn)) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "untraced(fn) takes one argument");
+    return nullptr;
+  }
+  if (!PyCallable_Check(fn)) {
+    PyErr_SetString(PyExc_TypeError, "untraced: expected a callable");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<UntracedObject*>(type->tp_alloc(type, 0));
+  if (!self) return nullptr;
+  self->fn = Py_NewRef(fn);
+  self->vectorcall = untraced_vectorcall;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+int untraced_traverse(PyObject* self, visitproc visit, void* arg) {
+  Py_VISIT(reinterpret_cast<UntracedObject*>(self)->fn);
+  Py_VISIT(Py_TYPE(self));
+  return 0;
+}
+
+int untraced_clear(PyObject* self) {
+  Py_CLEAR(reinterpret_cast<UntracedObject*>(self)->fn);
+  return 0;
+}
+
+void untraced_dealloc(PyObject* self) {
+  PyTypeObject* tp = Py_TYPE(self);
+  PyObject_GC_UnTrack(self);
+  untraced_clear(self);
+  tp->tp_free(self);
+  Py_DECREF(tp);
+}
+
+PyObject* untraced_repr(PyObject* self) {
+  return PyUnicode_FromFormat("<xcompile untraced %R>", reinterpret_cast<UntracedObject*>(self)->fn);
+}
+
+PyMemberDef untraced_members[] = {
+    {"__vectorcalloffset__", T_PYSSIZET, offsetof(UntracedObject, vectorcall), READONLY, nullptr},
+    {"__wrapped__", T_OBJECT, offsetof(UntracedObject, fn), READONLY, nullptr},
+    {nullptr, 0, 0, 0, nullptr}};
+
+PyType_Slot untraced_slots[] = {
+    {Py_tp_new, (void*)untraced_new},
+    {Py_tp_dealloc, (void*)untraced_dealloc},
+    {Py_tp_traverse, (void*)untraced_traverse},
+    {Py_tp_clear, (void*)untraced_clear},
+    {Py_tp_call, (void*)PyVectorcall_Call},
+    {Py_tp_repr, (void*)untraced_repr},
+    {Py_tp_members, untraced_members},
+    {0, nullptr}};
+
+PyType_Spec untraced_spec = {"xcompile._C.untraced", sizeof(UntracedObject), 0,
+                             Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
+                             untraced_slots};
+
 }  // namespace
 
 bool init_compiled_function(PyObject* module) {
@@ -462,6 +535,11 @@ bool init_compiled_function(PyObject* module) {
   tramp->vectorcall = tramp_vectorcall;
   int rc = PyModule_AddObjectRef(module, "module_call_trampoline", (PyObject*)tramp);
   Py_DECREF(tramp);
+  if (rc < 0) return false;
+  auto* untraced_type = reinterpret_cast<PyTypeObject*>(PyType_FromSpec(&untraced_spec));
+  if (!untraced_type) return false;
+  rc = PyModule_AddObjectRef(module, "untraced", (PyObject*)untraced_type);
+  Py_DECREF(untraced_type);
   return rc == 0;
 }
 

@@ -22,6 +22,9 @@
 //                    NO_NEW: fn(...) with the callback set
 //   ("fn(...) with the callback set" after a lookup skips the hook's own lookup of that frame.)
 //
+// untraced(fn): a callable that calls fn with this thread's compile callback unset (what a frame
+// with graph breaks calls its compiled graph through: nothing a graph or backend runs is traced).
+//
 // module_call_trampoline: a method descriptor that OptimizedModule uses as __call__; called as
 // (opt_mod, *args, **kw), it finds opt_mod.__dict__["_xc_call"] and vectorcalls it with the rest.
 #pragma once
@@ -30,7 +33,7 @@
 
 namespace xc {
 
-// Creates the types and adds CompiledFunction and module_call_trampoline to `module`.
+// Creates the types and adds CompiledFunction, module_call_trampoline and untraced to `module`.
 // Returns false with an error set.
 bool init_compiled_function(PyObject* module);
 

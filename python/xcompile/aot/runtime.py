@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 from torch._C import _functions as _autograd_functions
 
+from .. import _C
 from .aliasing import eager_for_aliased, shares_storage
 from .schema import AotUnsupported, OutputKind, Schema
 
@@ -103,6 +104,7 @@ class CompiledFunction(torch.autograd.Function):
         return tuple(fw_outs)
 
     @staticmethod
+    @_C.untraced        # never traced (its graph, its first-call compile), whatever callback is set
     def backward(ctx, *grads):
         art: TrainingArtifact = ctx.art
         tangents = []
