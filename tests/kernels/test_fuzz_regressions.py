@@ -114,3 +114,13 @@ def test_pow_float_exponent_promotes(backend, dtype, e):
     if dtype == torch.bool and isinstance(e, int):
         pytest.skip("bool ** int is covered by test_pow_bool_bool_stays_bool")
     check(lambda a: (torch.pow(a, e), torch.pow(a.any(1), e)), [x], backend, fresh=False)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_sign_of_nan_is_zero(backend, dtype):
+    # fuzz seed 60273: sign(log(log_softmax(x))) -- eager's sign(NaN) is 0, we returned NaN
+    x = torch.tensor([float("nan"), -float("nan"), 1.5, -2.0, 0.0, -0.0, float("inf"), -float("inf")],
+                     dtype=dtype)
+    check(lambda a: (torch.sign(a), torch.sgn(a * 2), torch.sign(torch.log(a))), [x], backend,
+          fresh=False, tol=dict(atol=0, rtol=0))

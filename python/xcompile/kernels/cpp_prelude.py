@@ -139,7 +139,8 @@ template <typename T> static inline T xc_relu(T a) { return a < 0 ? (T)0 : a; }
 static inline bool xc_relu(bool a) { return a; }
 template <typename T> static inline T xc_maximum(T a, T b) { return (a != a || a > b) ? a : b; }
 template <typename T> static inline T xc_minimum(T a, T b) { return (a != a || a < b) ? a : b; }
-template <typename T> static inline T xc_sign(T a) { return a != a ? a : (T)((a > 0) - (a < 0)); }
+// eager's sign: NaN -> 0 (neither comparison holds), -0.0 -> 0
+template <typename T> static inline T xc_sign(T a) { return (T)((a > 0) - (a < 0)); }
 static inline bool xc_sign(bool a) { return a; }
 template <typename T> static inline bool xc_isinf(T a) { return a == (T)__builtin_inf() || a == -(T)__builtin_inf(); }
 static inline bool xc_signbit(float a) { return __builtin_signbitf(a); }

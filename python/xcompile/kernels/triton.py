@@ -274,8 +274,7 @@ class TritonOps(Ops):
         special = {
             "relu": lambda: f"tl.where({a[0]} < 0, {tconst(0, dt)}, {a[0]})",
             "reciprocal": lambda: f"{tconst(1, dt)} / {a[0]}",
-            "sign": lambda: f"tl.where({a[0]} != {a[0]}, {a[0]}, (({a[0]} > 0).to({TL_DTYPE[dt]}) - "
-                            f"({a[0]} < 0).to({TL_DTYPE[dt]})))",
+            "sign": lambda: f"(({a[0]} > 0).to({TL_DTYPE[dt]}) - ({a[0]} < 0).to({TL_DTYPE[dt]}))",  # NaN -> 0
             "signbit": lambda: f"{a[0]} < 0",
             "copysign": lambda: (f"tl.where(({a[1]}).to({_SIGNED[dt]}, bitcast=True) < 0, "
                                  f"-tl.abs({a[0]}), tl.abs({a[0]}))"),
