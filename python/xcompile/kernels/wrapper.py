@@ -15,7 +15,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from .fusion import Group
-from .ir import ExternNode, KernelGraph, TensorRef, raise_index_error, same_strides
+from .ir import ExternNode, KernelGraph, TensorRef, contiguous_strides, raise_index_error, same_strides
 from .plan import Plan
 
 
@@ -70,16 +70,56 @@ def _literal(v, g: _Globals) -> str:
     return g.add(v, "const")
 
 
-def _tensor(ref: TensorRef) -> str:
+def _tensor(ref: TensorRef, graph: KernelGraph | None = None) -> str:
     if ref.view is None:
         return ref.name
     size, stride, offset = ref.view
+    buf = graph.buffers.get(ref.name) if graph is not None else None
+    if buf is not None and buf.kind == "computed" and offset == 0 and \
+            math.prod(size) == buf.layout.numel and \
+            same_strides(buf.layout.size, buf.layout.stride, contiguous_strides(buf.layout.size)) and \
+            same_strides(size, stride, contiguous_strides(size)):
+        dims = ", ".join(str(int(n)) for n in size) if size else "()"
+        return f"{ref.name}.view({dims})"        # a reshape of a buffer we allocated: cheaper
     return f"as_strided({ref.name}, {tuple(size)!r}, {tuple(stride)!r}, {offset})"
 
 
+aten = torch.ops.aten
+
+# Hot extern ops whose torch.* binding takes the overload's own arguments: the generated Python
+# binding parses them about 1 µs faster than the generic OpOverload entry point.
+_BINDINGS = {aten.addmm.default: torch.addmm, aten.mm.default: torch.mm, aten.bmm.default: torch.bmm,
+             aten.baddbmm.default: torch.baddbmm, aten.convolution.default: torch.convolution}
+if hasattr(torch._C._VariableFunctions, "_scaled_dot_product_flash_attention_for_cpu"):
+    _BINDINGS[aten._scaled_dot_product_flash_attention_for_cpu.default] = \
+        torch._C._VariableFunctions._scaled_dot_product_flash_attention_for_cpu
+
+
 def _op_callable(op):
-    """The cheapest way to call an ATen overload: its C++ entry point, skipping Python dispatch."""
-    return getattr(op, "_op", op)
+    """The cheapest way to call an ATen overload: its torch.* binding where it takes the same
+    arguments, else its C++ entry point, skipping Python dispatch."""
+    return _BINDINGS.get(op) or getattr(op, "_op", op)
+
+
+def _as_linear(node: ExternNode, graph: KernelGraph):
+    """``addmm(bias, x, w.t())`` / ``mm(x, w.t())`` with ``w`` a whole row-major matrix (a Linear
+    layer): (x, w, bias) for ``linear(x, w, bias)`` -- the very same addmm/mm call inside ATen,
+    without building the transposed view in Python first; else None."""
+    if node.op is aten.addmm.default and len(node.args) == 3 and \
+            all(node.kwargs.get(k, 1) == 1 for k in ("beta", "alpha")) and set(node.kwargs) <= {"beta", "alpha"}:
+        bias, x, w = node.args
+    elif node.op is aten.mm.default and len(node.args) == 2 and not node.kwargs:
+        (x, w), bias = node.args, None
+    else:
+        return None
+    if not isinstance(w, TensorRef) or w.view is None or not isinstance(x, TensorRef):
+        return None
+    (k, n), (s0, s1), offset = w.view
+    lay = graph.buffers[w.name].layout
+    if offset != 0 or lay.offset != 0 or tuple(lay.size) != (n, k) or \
+            not same_strides((k, n), (s0, s1), (1, k)) or not same_strides((n, k), lay.stride, (k, 1)):
+        return None
+    return x, TensorRef(w.name), bias
 
 
 def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel],
@@ -128,8 +168,8 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
         if dead:
             lines.append(f"del {', '.join(dead)}")
     for pos, ref in graph.mutations:
-        lines.append(f"{graph.inputs[pos]}.copy_({_tensor(ref)})")
-    outs = [(_tensor(o) if isinstance(o, TensorRef) else _literal(o, g)) for o in graph.outputs]
+        lines.append(f"{graph.inputs[pos]}.copy_({_tensor(ref, graph)})")
+    outs = [(_tensor(o, graph) if isinstance(o, TensorRef) else _literal(o, g)) for o in graph.outputs]
     ret = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})"
     body = prologue + lines + [f"return {ret}"]
     src = f"def call({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
@@ -141,13 +181,16 @@ def _extern_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str
 
     def arg(v):
         if isinstance(v, TensorRef):
-            return _tensor(v)
+            return _tensor(v, graph)
         if isinstance(v, (list, tuple)) and any(isinstance(x, TensorRef) for x in pytree.tree_leaves(v)):
             inner = ", ".join(arg(x) for x in v)
             return f"[{inner}]" if isinstance(v, list) else f"({inner},)"
         return _literal(v, g)
     args = [arg(a) for a in node.args] + [f"{k}={arg(v)}" for k, v in node.kwargs.items()]
     call = f"{fname}({', '.join(args)})"
+    linear = _as_linear(node, graph)
+    if linear is not None:
+        call = f"{g.add(torch._C._nn.linear, 'linear')}({', '.join(arg(a) for a in linear)})"
     lines = [f"# extern: {', '.join(node.origins)}"]
     if len(node.outputs) == 1 and node.out_paths[0][1].num_leaves == 1:
         lines.append(f"{node.outputs[0]} = {call}")
