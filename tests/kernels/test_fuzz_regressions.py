@@ -124,3 +124,13 @@ def test_sign_of_nan_is_zero(backend, dtype):
                      dtype=dtype)
     check(lambda a: (torch.sign(a), torch.sgn(a * 2), torch.sign(torch.log(a))), [x], backend,
           fresh=False, tol=dict(atol=0, rtol=0))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_empty_result_checks_no_index(backend):
+    # fuzz seed 60074: indexing an empty tensor with an out-of-range index gathers nothing, and
+    # eager does not check; our kernel checked the hoisted index before its empty loop
+    def fn(a):
+        t = a[torch.tensor([4, -3])]
+        return torch.where(t, t, t).to(torch.float32) + 0.5, a.sum(1)
+    check(fn, [torch.rand(3, 0, 5, 5) > 0.5], backend, fresh=False)

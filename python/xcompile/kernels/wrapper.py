@@ -156,7 +156,10 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
                 args = ", ".join(f"{b}.data_ptr()" for b, _ in k.params)
             else:
                 args = ", ".join(b for b, _ in k.params)
-            if k.checks:
+            if math.prod(item.xs) == 0:
+                # nothing to compute (and, as in eager, no index to check): its outputs are empty
+                lines.append(f"pass  # not run: the iteration space {list(item.xs)} is empty")
+            elif k.checks:
                 # eager raises before writing anything; so do we (mutated inputs are copied at the end)
                 lines.append(f"if (_err := {fname}({args})):")
                 lines.append(f"    {g.add(k, k.name + '_info')}.raise_error(_err)")
