@@ -7,6 +7,7 @@ added it to the code's cache) or None, meaning "run this frame eagerly".
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import site
 import sysconfig
@@ -292,6 +293,11 @@ class ConvertFrame:
             gm.recompile()
             captured.run_grad_on = True
             grad_on = torch.enable_grad()
+        if self.backend_name == "inductor" and _on_meta(gm, captured.example_inputs):
+            # meta tensors have no data for kernels (which would look for a GPU driver): the
+            # graph runs as it is, with meta semantics, as eager does
+            log.log("fallbacks", "whole graph eager: meta tensors in %s", _where(code))
+            return gm.forward
         knobs = {k: v for k, v in self.options.items() if k in INDUCTOR_OPTIONS} \
             if self.backend_name == "inductor" else {}
         try:
@@ -382,6 +388,18 @@ def _keeping_grad_mode(compiled, captured):
         return out
     keeping_grad_mode.__qualname__ = f"grad_mode({getattr(compiled, '__qualname__', 'graph')})"
     return keeping_grad_mode
+
+
+def _on_meta(gm, example_inputs) -> bool:
+    """Whether a graph input or a tensor the graph reads as an attribute is a meta tensor."""
+    def attr(target):
+        obj = gm
+        for part in target.split("."):
+            obj = getattr(obj, part, None)
+        return obj
+    consts = (attr(n.target) for n in gm.graph.nodes if n.op == "get_attr")
+    return any(isinstance(t, torch.Tensor) and t.device.type == "meta"
+               for t in itertools.chain(example_inputs, consts))
 
 
 def _starts_grad_off(gm) -> bool:

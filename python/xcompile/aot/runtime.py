@@ -17,7 +17,6 @@ import operator
 from typing import Callable
 
 import torch
-from torch._C import _functions as _autograd_functions
 
 from .. import _C
 from .aliasing import eager_for_aliased, shares_storage
@@ -26,9 +25,9 @@ from .schema import AotUnsupported, OutputKind, Schema
 _requires_grad = operator.attrgetter("requires_grad")
 
 DOUBLE_BACKWARD_ERROR = (
-    b"xcompile (aot): double backward through a compiled region is not supported; the compiled "
-    b"backward is differentiable only once. Run this part eagerly (xcompile.disable) for "
-    b"higher-order gradients.")
+    "torch.compile with aot_autograd does not currently support double backward (xcompile: the "
+    "compiled backward is differentiable only once; run this part eagerly with xcompile.disable "
+    "for higher-order gradients)")
 
 
 class TrainingArtifact:
@@ -119,9 +118,7 @@ class CompiledFunction(torch.autograd.Function):
         args = [*ctx.saved_tensors, *tangents]
         bw = art.backward_fn(args)
         if torch.is_grad_enabled():            # create_graph=True: allow once, refuse a second time
-            with torch.no_grad():
-                out = bw(*args)
-            out = _delay_error(out, any(isinstance(a, torch.Tensor) and a.requires_grad for a in args))
+            out = _OnceDifferentiable.apply(bw, *args)
         else:
             out = bw(*args)
         if missing:
@@ -147,17 +144,26 @@ def _apply(art: TrainingArtifact, primals: tuple):
     return _apply_c(art, *primals)
 
 
-def _delay_error(outs, any_requires_grad: bool):
-    if not any_requires_grad or not outs:
-        return outs
-    err = _autograd_functions.DelayedError(DOUBLE_BACKWARD_ERROR, len(outs))
-    wrapped = []
-    for t in outs:
-        t = t.detach()
-        t.requires_grad_(True)
-        wrapped.append(t)
-    res = err(*wrapped)
-    return res if isinstance(res, (tuple, list)) else (res,)
+class _OnceDifferentiable(torch.autograd.Function):
+    """The compiled backward run under create_graph=True (as torch's CompiledFunctionBackward):
+    its gradients hang off a node whose inputs are the backward's own (saved primals such as x
+    stay connected to x), so a second ``autograd.grad(g, x)`` reaches it and raises torch's
+    plain error instead of autograd's "appears to not have been used in the graph"."""
+
+    @staticmethod
+    def forward(ctx, bw, *args):
+        return tuple(bw(*args))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(DOUBLE_BACKWARD_ERROR)
+
+    @classmethod
+    def apply(cls, bw, *args):
+        if not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            args = (*args, torch.empty(0, requires_grad=True))   # so the outputs get the node
+            return super().apply(lambda *a: bw(*a[:-1]), *args)
+        return super().apply(bw, *args)
 
 
 class CompiledProgram:

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.utils._pytree as pytree
+import torch.utils.checkpoint
 
 from .exc import Unsupported
 from .sources import AttrSource
@@ -277,6 +278,34 @@ def _disable(tx, obj, args, kwargs) -> Value:
                       "The function runs eagerly, and so does everything it calls.")
 
 
+# checkpoint's own keywords (the rest go to the checkpointed function).
+_CHECKPOINT_KWARGS = ("use_reentrant", "context_fn", "determinism_check", "debug", "early_stop",
+                      "preserve_rng_state")
+
+
+def _checkpoint(tx, obj, args, kwargs) -> Value:
+    """``torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)``: ``fn(*args)`` traced
+    inline, as torch.compile traces it (checkpointing changes what is kept for the backward, not
+    values or gradients). Run eagerly at a graph break, torch's wrapper let the frames it calls be
+    compiled, and the forward's compiled ``fn`` saved other tensors than its eager
+    recomputation in the backward (CheckpointError). The reentrant form (its recomputation
+    does not compare saved tensors) and a custom ``context_fn`` or ``debug`` still break: the call
+    runs eagerly."""
+    from .calls import call_value
+    from .values import real_object
+    from torch.utils.checkpoint import noop_context_fn
+
+    def const(name, default):
+        v = kwargs.get(name)
+        return default if v is None else real_object(tx.resolve(v))
+
+    if (args and const("use_reentrant", None) is False and const("debug", False) is False
+            and const("context_fn", noop_context_fn) is noop_context_fn):
+        fn_kwargs = {k: v for k, v in kwargs.items() if k not in _CHECKPOINT_KWARGS}
+        return call_value(tx, args[0], list(args[1:]), fn_kwargs)
+    return _disable(tx, obj, args, kwargs)
+
+
 def _skip(tx, obj, args, kwargs) -> Value:
     raise Unsupported(f"Skip calling {_name(obj)}, marked with `xcompile.disable(recursive=False)`",
                       "Remove the mark to inline it.",
@@ -316,6 +345,7 @@ RULE_CALLS: dict[str, Callable[..., Value]] = {
     "logging": _logging,
     "forbid": _forbid,
     "disable": _disable,
+    "checkpoint": _checkpoint,
     "skip": _skip,
     "mark_allow": _mark_call("allow"),
     "mark_nonstrict": _mark_call("nonstrict"),
@@ -466,6 +496,7 @@ def _register_logging() -> None:
 
 _register_interpreter_rows()
 _register_logging()
+mark(torch.utils.checkpoint.checkpoint, "checkpoint")
 
 __all__ = [
     "ErrorOnGraphBreakValue",
