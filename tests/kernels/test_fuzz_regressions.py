@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from .util import BACKENDS, check, make_tensor
+from .util import BACKENDS, assert_close, check, compile_fn, make_tensor
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -134,3 +134,27 @@ def test_empty_result_checks_no_index(backend):
         t = a[torch.tensor([4, -3])]
         return torch.where(t, t, t).to(torch.float32) + 0.5, a.sum(1)
     check(fn, [torch.rand(3, 0, 5, 5) > 0.5], backend, fresh=False)
+
+
+_INT_DIVISIONS = {
+    "remainder": lambda a, b: torch.remainder(a, b), "fmod": lambda a, b: torch.fmod(a, b),
+    "floor_divide": lambda a, b: a // b, "trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+    "floor": lambda a, b: torch.div(a, b, rounding_mode="floor"), "scalar": lambda a, b: (a * b) % 0,
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("op", list(_INT_DIVISIONS))
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.uint8])
+def test_integer_division_by_zero_raises(backend, op, dtype):
+    # fuzz seed 60093: remainder(t, t) with a 0 in t -- eager raises ZeroDivisionError, we returned numbers
+    fn = _INT_DIVISIONS[op]
+    a, b = torch.tensor([[7, 3], [5, 9]], dtype=dtype), torch.tensor([[2, 1], [0, 4]], dtype=dtype)
+    compiled = compile_fn(fn, [a, b], backend)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        fn(a, b)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        compiled(a, b)
+    if op != "scalar":
+        b = torch.tensor([[2, 1], [3, 4]], dtype=dtype)
+        assert_close(compiled(a, b), fn(a, b))

@@ -394,6 +394,15 @@ class IndexCheck:
         return self.error(f"{text} (xcompile kernel for {self.op})")
 
 
+@dataclasses.dataclass(frozen=True)
+class ZeroDivCheck(IndexCheck):
+    """Integer division by zero: eager raises before computing anything.  The kernel checks
+    ``divisor == 0`` as an index into a dim of size 1 (the same min/max bookkeeping)."""
+
+    def exception(self, index: int) -> Exception:
+        return RuntimeError(f"ZeroDivisionError (xcompile kernel for {self.op})")
+
+
 def raise_index_error(checks: Sequence[IndexCheck], site: int, index: int):
     """Called by a generated wrapper when kernel check ``site`` saw ``index`` out of range."""
     raise checks[site].exception(int(index))

@@ -189,33 +189,51 @@ def _div(L, node, a, b):
     return pointwise(L, node, [a, b], lambda ops, dt, x, y: ops.truediv(x, y), K.INT_TO_FLOAT)
 
 
+def _int_divisor(node, b, op: str):
+    """``fn(ops, dt, x, y)`` that makes the kernel raise eager's ZeroDivisionError when an integer
+    divisor ``y`` is 0 (a nonzero Python number needs no check)."""
+    from .ir import ZeroDivCheck
+    check = ZeroDivCheck(op, 0, 1, False, RuntimeError)
+
+    def guard(ops, dt, x, y):
+        if dt.is_floating_point or dt == torch.bool or (isinstance(b, (int, float)) and b != 0):
+            return
+        # a literal 0 fails for every element: x == x (integers) is a flag shaped like the loop
+        flag = ops.eq(x, x) if isinstance(b, (int, float)) else ops.eq(y, ops.constant(0, dt))
+        ops.indirect_indexing(ops.to_dtype(flag, torch.int64), 1, check)
+    return guard
+
+
+def _int_division(name: str):
+    def row(L, node, a, b):
+        guard = _int_divisor(node, b, str(node.target))
+
+        def fn(ops, dt, x, y):
+            guard(ops, dt, x, y)
+            return getattr(ops, name)(x, y)
+        return pointwise(L, node, [a, b], fn)
+    return row
+
+
 @register(aten.div.Tensor_mode, aten.div.Scalar_mode)
 def _div_mode(L, node, a, b, rounding_mode=None):
     if rounding_mode is None:
         return _div(L, node, a, b)
+    guard = _int_divisor(node, b, str(node.target))
 
     def fn(ops, dt, x, y):
         if dt.is_floating_point:
             if rounding_mode == "floor":
                 return ops.floordiv(x, y)
             return ops.trunc(ops.truediv(x, y))
+        guard(ops, dt, x, y)
         return ops.floordiv(x, y) if rounding_mode == "floor" else ops.truncdiv(x, y)
     return pointwise(L, node, [a, b], fn)
 
 
-@register(aten.floor_divide.default, aten.floor_divide.Scalar)
-def _floor_divide(L, node, a, b):
-    return pointwise(L, node, [a, b], lambda ops, dt, x, y: ops.floordiv(x, y))
-
-
-@register(aten.remainder.Tensor, aten.remainder.Scalar)
-def _remainder(L, node, a, b):
-    return pointwise(L, node, [a, b], lambda ops, dt, x, y: ops.remainder(x, y))
-
-
-@register(aten.fmod.Tensor, aten.fmod.Scalar)
-def _fmod(L, node, a, b):
-    return pointwise(L, node, [a, b], lambda ops, dt, x, y: ops.fmod(x, y))
+register(aten.floor_divide.default, aten.floor_divide.Scalar)(_int_division("floordiv"))
+register(aten.remainder.Tensor, aten.remainder.Scalar)(_int_division("remainder"))
+register(aten.fmod.Tensor, aten.fmod.Scalar)(_int_division("fmod"))
 
 
 @register(aten.neg)
