@@ -171,7 +171,10 @@ def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
     if name in rules.TENSOR_ATTRS_AS_OPS:
         return tx.gb.call("call_function", getattr, (v, ConstantValue(name)), what=f"Tensor.{name}")
     if name == "data":
-        return tx.gb.call("call_method", "detach", (v,), what="Tensor.data")
+        # not detach(): .data shares the storage but has a version counter of its own, so a
+        # write through it does not invalidate what autograd saved of the tensor (torch.compile
+        # emits the same op)
+        return tx.gb.call("call_function", torch._C._autograd._get_data_attr, (v,), what="Tensor.data")
     raw = inspect.getattr_static(torch.Tensor, name, _MISSING)
     if raw is _MISSING:
         raise _attr_error(v, name)
