@@ -9,6 +9,7 @@ import torch.nn.functional as F
 import xcompile
 
 W = torch.randn(8, 3, 3, 3)
+WP, BP, W8 = torch.randn(8, 3, 2, 2), torch.randn(8), torch.randn(4, 8, 3, 3)
 
 CASES = {
     "conv_flatten": lambda x: F.conv2d(x, W).flatten(1),
@@ -21,6 +22,13 @@ CASES = {
     "conv_slice": lambda x: F.conv2d(x, W)[:, 1:3],
     "conv_adaptive_flatten": lambda x: F.adaptive_avg_pool2d(F.conv2d(x, W), 3).flatten(1),
     "conv_expand_out": lambda x: F.conv2d(x, W).sum((2, 3), keepdim=True).expand(2, 8, 4, 4),
+    # patch embeddings (kernel == stride): a gather and an addmm, channels-last output
+    "patch_tokens": lambda x: F.conv2d(x, WP, BP, stride=2).flatten(2).transpose(1, 2) + 1,
+    "patch_out": lambda x: F.conv2d(x, WP, BP, stride=2),
+    "patch_slice_out": lambda x: (F.conv2d(x, WP, stride=2)[:, 1:3], F.conv2d(x, WP, stride=2)),
+    "patch_pool": lambda x: F.max_pool2d(F.conv2d(x[..., :15], WP, BP, stride=2), 2),
+    "patch_then_conv": lambda x: F.conv2d(F.conv2d(x, WP, BP, stride=2).relu(), W8),
+    "patch_rect": lambda x: F.conv2d(x, torch.ones(4, 3, 3, 2), stride=(3, 2)).sum(1),
 }
 
 
@@ -158,3 +166,13 @@ def test_training_graphs_keep_convolutions_nchw():
     assert channels_last not in training.wrapper_src, training.wrapper_src
     for fn in (inference, training):
         torch.testing.assert_close(fn(x, w)[0], f(x, w))
+
+
+def test_patch_embedding_is_a_matmul():
+    from .util import compile_fn
+    wp, bp = torch.randn(16, 4, 2, 2), torch.randn(16)
+    fn = lambda x, w, b: F.conv2d(x, w, b, stride=2).flatten(2).transpose(1, 2)   # noqa: E731
+    x = torch.randn(2, 4, 8, 8)
+    compiled = compile_fn(fn, [x, wp, bp])
+    assert not any("convolution" in f and "matmul" not in f for f in compiled.fallbacks), compiled.fallbacks
+    torch.testing.assert_close(compiled(x, wp, bp)[0], fn(x, wp, bp), atol=1e-5, rtol=1e-5)

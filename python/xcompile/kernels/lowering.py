@@ -682,21 +682,5 @@ def _arange(L, node, *args, **kw):
     return L.pointwise(dt, tuple(val.shape), body, compute_dtype=comp)
 
 
-@register(aten.convolution.default)
-def _convolution(L, node, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
-    """Extern, but fed channels-last input (oneDNN's preferred layout: no reorders per call);
-    the producer of the input writes it that way directly, and consumers follow the output.
-    Not in training graphs: there convolution_backward runs on what the forward saved, and
-    oneDNN's backward is slower on channels-last tensors than the NCHW path (a small UNet's
-    training step: 0.95x eager channels-last, 1.00x NCHW, 1 thread)."""
-    if not getattr(config, "kernel_channels_last_conv", True) or x.ndim != 4 or L.device.type != "cpu" \
-            or transposed or L.training:
-        return NotImplemented
-    n, c, h, wd = x.size
-    xr = L.realize(x, stride=(h * wd * c, 1, wd * c, c))
-    return L.extern(node, (xr, w, b, stride, padding, dilation, transposed, output_padding, groups), {},
-                    reason="convolution", relayout=True)
-
-
-# reductions and views live in their own modules; importing them registers their rows here
-from . import lowering_reductions, lowering_views  # noqa: E402,F401
+# reductions, views and convolution live in their own modules; importing them registers their rows here
+from . import lowering_conv, lowering_reductions, lowering_views  # noqa: E402,F401
