@@ -166,3 +166,71 @@ def test_checkpoint_counts_one_graph_with_a_plain_counter():
     x, w = torch.randn(4, 4, requires_grad=True), torch.randn(4, 4, requires_grad=True)
     xcompile.compile(ckpt_fn, backend=cnt)(x, w).backward()
     assert cnt.frame_count == 1
+
+
+def _two_null_contexts():
+    import contextlib
+    return contextlib.nullcontext(), contextlib.nullcontext()
+
+
+def ckpt_ctx_fn(x, w):
+    y = checkpoint(block, x, w, use_reentrant=False, context_fn=_two_null_contexts)
+    return (y * 3).sum()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_checkpoint_that_breaks_runs_with_compilation_off(backend, monkeypatch):
+    """A checkpoint form that is not traced (a custom context_fn) breaks, and runs as torch runs
+    a torch._disable_dynamo function: nothing it calls is compiled, so its forward and its
+    recomputation in the backward save the same tensors (was: CheckpointError)."""
+    import xcompile.convert_frame as convert_frame
+    seen = []
+    convert = convert_frame.ConvertFrame._convert
+
+    def spy(self, code, *args):
+        seen.append(code.co_name)
+        return convert(self, code, *args)
+
+    monkeypatch.setattr(convert_frame.ConvertFrame, "_convert", spy)
+    x, w = torch.randn(4, 4), torch.randn(4, 4)
+    out, grads = grads_of(xcompile.compile(ckpt_ctx_fn, backend=backend), x, w)
+    ref, ref_grads = grads_of(ckpt_ctx_fn, x, w)
+    torch.testing.assert_close(out, ref)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r)
+    assert "block" not in seen
+
+
+def test_torch_compiler_disable_at_a_break_compiles_nothing_inside(monkeypatch):
+    import xcompile.convert_frame as convert_frame
+    seen = []
+    convert = convert_frame.ConvertFrame._convert
+
+    def spy(self, code, *args):
+        seen.append(code.co_name)
+        return convert(self, code, *args)
+
+    monkeypatch.setattr(convert_frame.ConvertFrame, "_convert", spy)
+
+    def inner(x):
+        return x.cos()
+
+    @torch.compiler.disable
+    def outer(x):
+        return inner(x) + 1
+
+    @torch.compiler.disable(recursive=False)
+    def shallow(x):
+        return inner(x) * 2
+
+    def f(x):
+        return outer(x.sin()) * 2
+
+    def g(x):
+        return shallow(x.sin()) - 1
+
+    x = torch.randn(4)
+    torch.testing.assert_close(xcompile.compile(f, backend="eager")(x), f(x))
+    assert "inner" not in seen                    # recursive: nothing inside is compiled
+    torch.testing.assert_close(xcompile.compile(g, backend="eager")(x), g(x))
+    assert "inner" in seen                        # recursive=False: the callees still are

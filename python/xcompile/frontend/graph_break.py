@@ -426,7 +426,7 @@ class _Plan:
                 if kw:
                     pos = pos[:len(pos) - len(kw)]
                 parts = [b.expr(a) for a in pos] + [f"{k}={b.expr(a)}" for k, a in kwargs.items()]
-                line = f"result = {b.expr(callee)}({', '.join(parts)})"
+                line = f"result = {self._callee(callee)}({', '.join(parts)})"
             else:
                 null, fn, *rest = operands
                 if not isinstance(null, NullValue):
@@ -447,6 +447,19 @@ class _Plan:
         if kind.kind == "method":
             return [line], [below + [NullValue(), "result[0]"]]
         return [line], [below + [f"result[{k}]" for k in range(kind.pushes)]]
+
+    def _callee(self, callee: Value) -> str:
+        """A function torch excludes from compilation (``torch._disable_dynamo``: checkpoint's
+        reentrant form, ``Optimizer.zero_grad``; ``torch.compiler.disable``) runs with compilation
+        off for everything it calls, as under torch.compile (a checkpointed function compiled in
+        the forward and recomputed eagerly in the backward saved different tensors)."""
+        from .. import _C
+        from .tracing_rules import torch_disabled
+        from .values import real_object
+        obj = real_object(callee)
+        if obj is not None and torch_disabled(obj):
+            return self.b.const(_C.untraced(obj), "untraced")
+        return self.b.expr(callee)
 
     def _guarded(self, action: list[str]) -> list[str]:
         """Inside `with` blocks the breaking instruction runs with their exits on error."""

@@ -84,10 +84,21 @@ def rule_of(obj: Any) -> str | None:
     return None
 
 
+def torch_disabled(obj: Any) -> bool:
+    """A function torch runs with compilation off for all it calls (``torch._disable_dynamo``,
+    ``torch.compiler.disable`` with recursive=True)."""
+    if not isinstance(obj, types.FunctionType):
+        return False
+    if obj.__code__ is _TORCH_DISABLE_DYNAMO_CODE:
+        return True
+    return bool(obj.__dict__.get("_torchdynamo_disable")) and \
+        obj.__dict__.get("_torchdynamo_disable_recursive", True) is not False
+
+
 def _skip_torch_disabled(fn) -> None:
     """The function under torch.compiler.disable runs eagerly at its graph break; its own frame
-    is then not compiled either (the frames it calls still are: torch's wrapper cannot switch
-    xcompile off for them)."""
+    is then not compiled either (at the break, the frames it calls are not compiled either:
+    graph_break.py calls it through _C.untraced, unless torch marked it non-recursive)."""
     orig = getattr(fn, "_torchdynamo_orig_callable", None)
     code = getattr(getattr(orig, "__func__", orig), "__code__", None)
     if isinstance(code, types.CodeType):
