@@ -187,7 +187,8 @@ def reset() -> None:
     _C.cache_clear_all()
     from .frontend.graph_break import reset_break_log
     reset_break_log()                        # the next graph break at a known place logs in full again
-    from .convert_frame import EAGER_FRAMES
+    from .convert_frame import _DIED_YOUNG, EAGER_FRAMES
+    _DIED_YOUNG.clear()
     for code in list(EAGER_FRAMES):          # frames that ran eagerly after a graph break: traced again
         _C.set_code_state(code, 0)
     EAGER_FRAMES.clear()

@@ -192,12 +192,15 @@ class ConvertFrame:
     def _convert(self, code, f_locals, f_globals, f_builtins, closure):
         all_entries = _C.cache_entries(code)
         entries = [e for e in all_entries if self._owns(e)]
-        if all_entries:
+        churn = _DIED_YOUNG.get(code, 0)
+        if all_entries or churn:
             if entries:
                 reason = entries[0].guard.last_failure()
-            else:
+            elif all_entries:
                 reason = (f"compiled for {all_entries[0].owner!r}, now called with "
                           f"{self._xc_backend_key!r}")
+            else:
+                reason = f"{churn} entries were dropped after at most one call (an object they guard died)"
             for o in list(graph_break_observers()):
                 if hasattr(o, "on_recompile"):
                     o.on_recompile(code, reason or "(unknown)")
@@ -205,7 +208,9 @@ class ConvertFrame:
                 return self._cache_limit_hit(code, reason)
             inst = _instance_of(code, f_locals)
             mine = entries if inst is None else [e for e in entries if e.tag == inst]
-            if len(mine) >= config.cache_size_limit:
+            # entries dropped young count too: an object made per call (a fresh lambda argument)
+            # would otherwise be compiled for on every call, its entry gone when it died
+            if len(mine) + (churn if inst is None else 0) >= config.cache_size_limit:
                 # a method's limit counts per instance: another nn.Module of the same class is
                 # still compiled (its guards differ in the module's identity)
                 return self._cache_limit_hit(code, reason, freeze=inst is None)
@@ -337,6 +342,11 @@ class ConvertFrame:
         return None
 
 
+# code -> entries of a function (not a method) dropped after at most one call because an object
+# their guards held died: counted against config.cache_size_limit (reset() forgets them).
+_DIED_YOUNG: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def _add_entry(code, entry) -> None:
     """Adds ``entry`` to ``code``'s cache, to be dropped when an object its guard holds weakly dies.
 
@@ -355,7 +365,8 @@ def _add_entry(code, entry) -> None:
     def drop_entry(_ref, code_ref=code_ref, entry_ref=entry_ref):
         c, e = code_ref(), entry_ref()
         if c is not None and e is not None and _C is not None:   # (None at interpreter exit)
-            _C.cache_remove(c, e)
+            if _C.cache_remove(c, e) and e.hits < 2 and e.tag is None:
+                _DIED_YOUNG[c] = _DIED_YOUNG.get(c, 0) + 1
 
     refs, seen = [], set()
     for o in objs:

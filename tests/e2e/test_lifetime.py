@@ -245,3 +245,41 @@ def test_replaced_attribute_at_a_reused_address_is_seen():
         for k in range(30):
             m.scale = torch.tensor(float(k))
             torch.testing.assert_close(cm(x), x * k)
+
+
+def test_object_made_per_call_does_not_recompile_forever():
+    """An entry dropped because its guarded object died after one call still counts against
+    cache_size_limit: a fresh lambda per call compiles a bounded number of times."""
+    from xcompile.testing import CompileCounter
+    cnt = CompileCounter()
+
+    def apply(x, fn):
+        return fn(x) + 1
+
+    capply = xcompile.compile(apply, backend=cnt)
+    x = torch.randn(3)
+    for _ in range(3 * xcompile.config.cache_size_limit):
+        torch.testing.assert_close(capply(x, lambda t: t * 2), x * 2 + 1)
+        collect()
+    assert cnt.frame_count <= xcompile.config.cache_size_limit + 2, cnt.frame_count
+
+
+def test_function_called_with_a_new_module_per_run_keeps_compiling():
+    """A model per experiment, each used for many steps: no limit is hit (entries that served
+    many calls do not count once their module is gone)."""
+    from xcompile.testing import CompileCounter
+    cnt = CompileCounter()
+
+    def step(m, x):
+        return m(x).sum()
+
+    cstep = xcompile.compile(step, backend=cnt)
+    x = torch.randn(2, 3)
+    for _ in range(xcompile.config.cache_size_limit + 4):
+        m = torch.nn.Linear(3, 3)
+        for _ in range(4):
+            torch.testing.assert_close(cstep(m, x), m(x).sum())
+        del m
+        collect()
+        assert n_entries(step) == 0
+    assert cnt.frame_count == xcompile.config.cache_size_limit + 4
