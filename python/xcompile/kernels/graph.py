@@ -359,7 +359,9 @@ class GraphLowering:
                     buf.layout != Layout(m.dtype, tuple(m.shape), tuple(m.stride())) or \
                     not _is_dense(buf.layout) or m.numel() == 0:
                 continue
-            bases.setdefault(StorageWeakRef(m.untyped_storage()), (r.name, int(m.storage_offset())))
+            key = StorageWeakRef(m.untyped_storage())
+            if key not in bases or buf.layout.storage_numel > self.buffers[bases[key][0]].layout.storage_numel:
+                bases[key] = (r.name, int(m.storage_offset()))     # the widest of them serves the others
         out = list(outputs)
         for i, (r, m) in enumerate(zip(outputs, metas)):
             if not isinstance(r, TensorRef) or not isinstance(m, torch.Tensor) or m.numel() == 0:
