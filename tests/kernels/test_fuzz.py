@@ -93,6 +93,9 @@ def check_prog(prog, backend="cpp", lines=None, outs=None):
     fn = prog.fn(lines, outs)
     low = _loosest(prog, lines, outs)
     i2f = "nan_to_num(" in prog.source(lines, outs)
+    # a[a > 0] has a data-dependent size: a graph break whose resume function is compiled for the
+    # size it gets (dynamic=False), so a call with another count recompiles, as under torch.compile
+    data_dependent = "> 0]" in prog.source(lines, outs)
     cnt = CompileCounterWithBackend("inductor")
     compiled = xcompile.compile(fn, backend=cnt, dynamic=False)
     with kernel_backend(backend), warnings.catch_warnings():
@@ -120,7 +123,7 @@ def check_prog(prog, backend="cpp", lines=None, outs=None):
                 f"call {call}: aliasing {_relations(list(got), ins_c)} vs eager {_relations(list(want), ins_e)}"
             if frames is None:
                 frames = cnt.frame_count
-            else:
+            elif not data_dependent:
                 assert cnt.frame_count == frames, f"recompiled: {frames} -> {cnt.frame_count} graphs"
 
 
