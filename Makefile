@@ -8,7 +8,7 @@ TRANSFORMERS_VERSION ?= 5.23.0
 DIFFUSERS_VERSION ?= 0.42.1
 BUILD_STAMP := build/.installed
 
-.PHONY: setup deps build test demo bench clean wheel check-wheel
+.PHONY: setup deps build test demo bench fuzz clean wheel check-wheel
 
 setup: deps build
 
@@ -47,6 +47,14 @@ check-wheel: wheel
 
 demo: setup
 	$(PYTHON) benchmarks/demo.py
+
+# The wide random-program search (tests/programs/): N programs per backend, each compared with
+# eager; prints every failure and a summary per backend. `make fuzz N=5000 START=0 BACKENDS=eager`
+N ?= 1000
+START ?= 0
+BACKENDS ?= eager,aot_eager,inductor
+fuzz: setup
+	$(PYTHON) tests/programs/fuzz.py -n $(N) --start $(START) --backends $(BACKENDS) $(FUZZ_FLAGS)
 
 bench: setup
 	$(PYTHON) benchmarks/overhead.py

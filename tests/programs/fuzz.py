@@ -1,0 +1,172 @@
+"""The wide random-program search: ``make fuzz N=5000`` (or ``python tests/programs/fuzz.py``).
+
+    python tests/programs/fuzz.py -n 5000 [--start 0] [--backends eager,aot_eager,inductor]
+                                  [--minimize] [--timeout 180] [--log FILE]
+
+Each backend's programs run in a worker process (programs in-process, ``xcompile.reset()``
+between them); a worker that dies or hangs on a program records it as a ``crash`` and a new
+worker goes on with the next seed.  Prints one line per failure as it is found and a summary
+per backend: programs, ok, wrong answers, errors (xcompile raised where eager did not),
+crashes, and programs discarded because eager raised.  ``--minimize`` shrinks every failure
+and prints the small program.  Known failures (tests/programs/known.py) are counted and marked
+``known``.  Replay one seed:
+
+    python tests/programs/fuzz.py --show SEED --backends inductor
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+
+
+def _imports():
+    if ROOT not in sys.path:
+        sys.path.insert(0, ROOT)
+    from tests.programs import harness, known, proggen
+    return proggen, harness, known
+
+
+def worker(backend: str, start: int, end: int, minimize: bool) -> None:
+    proggen, harness, _ = _imports()
+    import logging
+    logging.getLogger("torch").setLevel(logging.CRITICAL)
+    for seed in range(start, end):
+        print(json.dumps({"start": seed}), flush=True)
+        t = time.time()
+        try:
+            prog = proggen.make_program(seed)
+            r = harness.check(prog, backend)
+        except Exception as ex:  # noqa: BLE001   (the harness itself: report, go on)
+            r = harness.Result("crash", f"harness raised {type(ex).__name__}: {ex}")
+            prog = None
+        rec = {"seed": seed, "status": r.status, "msg": r.msg, "secs": round(time.time() - t, 2)}
+        if r and prog is not None:
+            rec["program"] = repr(prog)
+        if r and minimize and prog is not None and r.status != "crash":
+            small = harness.minimize(prog, backend, r)
+            rec["small"] = repr(small)
+        print(json.dumps(rec), flush=True)
+
+
+def _spawn(backend, start, end, minimize):
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", backend, str(start), str(end)]
+    if minimize:
+        cmd.append("--minimize")
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    q: queue.Queue = queue.Queue()
+
+    def pump():
+        for line in p.stdout:
+            q.put(line)
+        q.put(None)
+    threading.Thread(target=pump, daemon=True).start()
+    return p, q
+
+
+def run_backend(backend, start, n, *, minimize, timeout, log):
+    _, _, known = _imports()
+    counts = collections.Counter()
+    failures = []
+    seed = start
+    end = start + n
+    t0 = time.time()
+    while seed < end:
+        p, q = _spawn(backend, seed, end, minimize)
+        current = None
+        while True:
+            try:
+                line = q.get(timeout=timeout if not minimize else timeout * 20)
+            except queue.Empty:
+                line = "TIMEOUT"
+            if line is None or line == "TIMEOUT":
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+                if current is None:          # died before its first program
+                    seed = end
+                    break
+                why = "hung (timeout)" if line == "TIMEOUT" else f"worker died (exit {p.returncode})"
+                rec = {"seed": current, "status": "crash", "msg": why}
+                _record(backend, rec, counts, failures, known, log)
+                seed = current + 1
+                break
+            rec = json.loads(line)
+            if "start" in rec:
+                current = rec["start"]
+                continue
+            _record(backend, rec, counts, failures, known, log)
+            current = None
+            seed = rec["seed"] + 1
+        if seed >= end:
+            break
+    secs = time.time() - t0
+    return counts, failures, secs
+
+
+def _record(backend, rec, counts, failures, known, log):
+    st = rec["status"]
+    counts[st] += 1
+    if st in ("wrong", "error", "crash"):
+        k = known.KNOWN.get((backend, rec["seed"]))
+        if k:
+            counts["known"] += 1
+        failures.append(rec)
+        line = f"[{backend}] seed {rec['seed']}: {st.upper()}{' (known: ' + k + ')' if k else ''}: {rec['msg']}"
+        print(line, flush=True)
+        if rec.get("small"):
+            print(rec["small"], flush=True)
+        if log:
+            with open(log, "a") as fh:
+                fh.write(json.dumps(dict(rec, backend=backend)) + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("-n", type=int, default=int(os.environ.get("N", 1000) or 1000))
+    ap.add_argument("--start", type=int, default=0)
+    ap.add_argument("--backends", default="eager,aot_eager,inductor")
+    ap.add_argument("--minimize", action="store_true")
+    ap.add_argument("--timeout", type=float, default=180.0, help="seconds one program may take")
+    ap.add_argument("--log", default=None, help="append every failure as a JSON line here")
+    ap.add_argument("--show", type=int, default=None, help="print one seed's program and check it")
+    ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.worker:
+        worker(a.worker[0], int(a.worker[1]), int(a.worker[2]), a.minimize)
+        return 0
+    if a.show is not None:
+        proggen, harness, _ = _imports()
+        prog = proggen.make_program(a.show)
+        print(repr(prog))
+        for b in a.backends.split(","):
+            r = harness.check(prog, b)
+            print(f"{b}: {r.status} {r.msg}")
+            if r and a.minimize:
+                print(repr(harness.minimize(prog, b, r)))
+        return 0
+    summary = []
+    bad = 0
+    for b in a.backends.split(","):
+        counts, failures, secs = run_backend(b, a.start, a.n, minimize=a.minimize, timeout=a.timeout, log=a.log)
+        new = sum(1 for f in failures if f["seed"] not in {s for (bb, s) in _imports()[2].KNOWN if bb == b})
+        bad += new
+        summary.append(f"{b:10s} programs {a.n:5d}  ok {counts['ok']:5d}  wrong {counts['wrong']:4d}  "
+                       f"errors {counts['error']:4d}  crashes {counts['crash']:3d}  discarded {counts['discard']:4d}  "
+                       f"(known {counts['known']}, new {new})  {secs:7.0f}s")
+    print("\nrandom programs, seeds %d..%d:" % (a.start, a.start + a.n - 1))
+    print("\n".join(summary))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,237 @@
+"""Minimized programs found by the random-program search (tests/programs/), one test each.
+
+A test that is marked ``xfail(strict=True)`` is a bug being fixed elsewhere (the reason says
+where); when the fix lands the test XPASSes, which fails the run: remove the mark then (and the
+matching seeds from tests/programs/known.py).
+"""
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from .harness import check_source
+
+BACKENDS = ("eager", "aot_eager", "inductor")
+
+
+def _check(src, make_args, backend, **kw):
+    r = check_source("import torch\nimport xcompile\n" + textwrap.dedent(src), make_args, backend, **kw)
+    assert r.status == "ok", f"{r.status}: {r.msg}"
+
+
+def leaf(*shape, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).requires_grad_()
+
+
+def args_with_leaves(*makers):
+    """A factory of (args, kwargs, leaves): each maker returns (arg, leaves-list)."""
+    def factory(i):
+        args, leaves = [], []
+        for m in makers:
+            a, ls = m(i)
+            args.append(a)
+            leaves += ls
+        return args, {}, leaves
+    return factory
+
+
+def nonleaf(*shape):
+    def m(i):
+        L = leaf(*shape, seed=i)
+        return L * 1, [L]
+    return m
+
+
+def leafarg(*shape):
+    def m(i):
+        L = leaf(*shape, seed=i)
+        return L, [L]
+    return m
+
+
+def plain(*shape):
+    def m(i):
+        return torch.randn(*shape, generator=torch.Generator().manual_seed(100 + i)), []
+    return m
+
+
+# --- fixed ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_write_through_data_keeps_saved_tensors_valid(backend):
+    # `.data` was traced as `detach()`, which shares the version counter: the write made the
+    # backward of `a0.square()` fail ("modified by an inplace operation") where eager's passes
+    _check("""
+        def f(a0):
+            v2 = a0.square()
+            a0.data.mul_(0.5)
+            return v2 * a0
+        """, args_with_leaves(nonleaf(3, 4)), backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_write_through_data_of_a_leaf(backend):
+    _check("""
+        def f(a0, w):
+            y = (a0 * w).sum()
+            w.data.mul_(0.5)
+            w.data[0] = 1.0
+            return y + w.sum(), w.data
+        """, args_with_leaves(plain(3, 4), leafarg(3, 4)), backend, calls=2)
+
+
+# --- known, being fixed elsewhere (xfail strict) -------------------------------------------------
+
+
+def _params(xfail: dict):
+    """Backends, with xfail(strict=True, reason) on those named in ``xfail``."""
+    return [pytest.param(b, marks=pytest.mark.xfail(strict=True, reason=xfail[b])) if b in xfail else b
+            for b in BACKENDS]
+
+
+SAVED_MUTATED = ("aot (lead): an intermediate that crosses a break is written in place (through .detach()) "
+                 "after the graph that made it saved it for backward: backward raises 'modified by an "
+                 "inplace operation'; eager saved nothing stale")
+
+
+@pytest.mark.parametrize("backend", _params({"aot_eager": SAVED_MUTATED, "inductor": SAVED_MUTATED}))
+def test_intermediate_written_through_detach_after_breaks(backend):
+    # seed 1031 (first generator), minimized
+    _check("""
+        def h1(x, y):
+            s5 = bool((y > 0).any())
+            acc7 = y + 0
+            for i in range(2):
+                acc7 = acc7 * 0.5 + y.relu()
+            return acc7
+
+        def h2(x, y):
+            u15 = x.detach()
+            u15[:, 1].neg_()
+            if x.dim() == 2:
+                u16 = y * y
+            return u16, y
+
+        def f(a1):
+            v2 = torch.nn.functional.gelu(a1)
+            v3 = torch.mm(v2.t(), v2)
+            v4 = h1(v3, v3)
+            v14, v18 = h2(v3, y=v3)
+            return (v14, )
+        """, args_with_leaves(leafarg(5, 2)), backend, calls=2)
+
+
+SAVED_UNUSED = ("aot (lead): one autograd node per graph: an output the loss does not use (v1, saved by "
+                "relu_) is written after a break, and backward through another output of the same graph "
+                "checks it and raises 'modified by an inplace operation'; eager never reaches it")
+
+
+@pytest.mark.parametrize("backend", _params({"aot_eager": SAVED_UNUSED, "inductor": SAVED_UNUSED}))
+def test_unused_saved_output_written_after_break(backend):
+    # seed 1112 (first generator), minimized by hand
+    _check("""
+        def h1(x, y):
+            u3 = y.view(-1)
+            xcompile.graph_break()
+            return u3
+
+        def f(a1):
+            v1 = a1 * 1.5
+            v1[0].relu_()
+            v2 = h1(v1, a1)
+            v1[-1] = 2.0
+            return v2 / 2
+        """, args_with_leaves(leafarg(6)), backend, calls=2)
+
+
+NO_GRAD_VIEW = ("aot (lead): a view of an input made under no_grad (or returned by a call made under "
+                "no_grad) comes back with autograd history (AsStridedBackward0): backward sends a "
+                "gradient to the leaf where eager's .grad stays None (torch.compile returns grad_fn None)")
+
+
+@pytest.mark.parametrize("backend", _params({"aot_eager": NO_GRAD_VIEW, "inductor": NO_GRAD_VIEW}))
+def test_view_of_input_returned_from_call_under_no_grad(backend):
+    # seeds 1103 (first generator), minimized
+    _check("""
+        def f(a1):
+            with torch.enable_grad():
+                pass
+            return a1[0]
+        """, args_with_leaves(nonleaf(3, 4)), backend, calls=2, grad=False)
+
+
+@pytest.mark.parametrize("backend", _params({"aot_eager": NO_GRAD_VIEW, "inductor": NO_GRAD_VIEW}))
+def test_view_of_input_made_under_set_grad_enabled_false(backend):
+    # seed 1128 (first generator), minimized by hand
+    _check("""
+        def f(a0, a1):
+            v = (a0 + 1).sum()
+            with torch.set_grad_enabled(False):
+                v6 = a1.unsqueeze(0)
+            return v, v6
+        """, args_with_leaves(plain(3, 4), leafarg(3, 4)), backend, calls=2)
+
+
+MASKED = ("aot_eager (lead): `x[mask] *= 2` on a tensor that requires grad: the resume graph's "
+          "index_put_ with a bool mask fails AOT tracing (DynamicOutputShapeException: aten.nonzero) and "
+          "aot_eager raises BackendCompilerFailed (inductor falls back to running the graph eagerly)")
+
+
+@pytest.mark.parametrize("backend", _params({"aot_eager": MASKED}))
+def test_masked_inplace_on_tensor_that_requires_grad(backend):
+    # seeds 1137, 1192, 1196, 1261, 1362 (first generator), minimized
+    _check("""
+        def f(a1):
+            v2 = torch.atan(a1)
+            v2[v2 < 0] *= 2
+            return v2
+        """, args_with_leaves(leafarg(3, 4)), backend, calls=2)
+
+
+DETACH_SAME = ("inductor (backends/inductor or kernels/wrapper): `t.detach()` of a tensor made under "
+               "no_grad is returned as the very same object as `t` (eager: a new tensor sharing storage)")
+
+
+@pytest.mark.parametrize("backend", _params({"inductor": DETACH_SAME}))
+def test_detach_of_no_grad_output_is_a_new_tensor(backend):
+    # seed 2096 (first generator), minimized by hand
+    _check("""
+        def f(a0):
+            with torch.no_grad():
+                v9 = a0.square()
+            return v9, v9.detach()
+        """, args_with_leaves(plain(3, 4)), backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", _params({"aot_eager": NO_GRAD_VIEW, "inductor": NO_GRAD_VIEW}))
+def test_view_made_under_no_grad_crossing_a_break(backend):
+    # seed 1176 (first generator), minimized by hand: a wrong gradient, not only a None
+    _check("""
+        def f(a2):
+            with torch.no_grad():
+                v8 = a2[0]
+            xcompile.graph_break()
+            return v8 * 2, a2.cos()
+        """, args_with_leaves(leafarg(4, 3)), backend, calls=2)
+
+
+VIEW_OUTPUT_WRITTEN = ("aot (lead): an intermediate written through a view (`v1.view(-1).neg_()`) comes out "
+                       "of the graph as a view made inside the CompiledFunction; writing it in place after "
+                       "a break raises 'Output 0 of CompiledFunction is a view and is being modified inplace'")
+
+
+@pytest.mark.parametrize("backend", _params({"aot_eager": VIEW_OUTPUT_WRITTEN, "inductor": VIEW_OUTPUT_WRITTEN}))
+def test_intermediate_written_through_view_then_in_place_after_break(backend):
+    # seed 35 (eager, aot_eager, inductor runs of the default range), minimized by hand
+    _check("""
+        def f(a0):
+            v1 = a0 * 2
+            v1.view(-1).neg_()
+            xcompile.graph_break()
+            v1.mul_(2)
+            return (v1, )
+        """, args_with_leaves(nonleaf(4, 3)), backend, calls=2)
