@@ -3,6 +3,7 @@
 #include "guard_leaves.h"
 
 #include <cmath>
+#include <memory>
 #include <cstring>
 #include <stdexcept>
 #include <unordered_set>
@@ -226,7 +227,8 @@ class EqualsMatch final : public Leaf {
 // DictUnchanged, a plain dict found in a watched dict: _parameters, _modules...), weakly (dicts
 // that take weak references: OrderedDict hook tables), or not at all when it is a module's
 // __dict__: then the module is held weakly and the dict is only read while the module is alive
-// and that dict is still its __dict__. Snapshot values that take weak references (modules,
+// and that dict is still its __dict__. (A hook table empty when watched is held strongly: a hook
+// added later that refers to the module keeps it alive until the entry goes, as before.) Snapshot values that take weak references (modules,
 // tensors, functions, bound methods) are held weakly, the rest strongly. So a watch never keeps
 // a module alive, not even through a cycle (a bound method of the module in its own __dict__ or
 // hook table), and a dead value never compares equal to a new object at its address.
@@ -235,32 +237,40 @@ class DictWatch {
   enum Hold { STRONG, WEAK, MODULE_DICT };
 
   // `owner`: the module whose __dict__ `d` is (hold MODULE_DICT), else NULL.
-  DictWatch(PyObject* d, Hold hold, PyObject* owner = nullptr)
-      : ptr_(d), holder_(hold == STRONG ? Ref(d) : Ref()), hold_(hold) {
-    if (hold == WEAK) weak_.emplace_back(d);
-    if (hold == MODULE_DICT) weak_.emplace_back(owner);
+  DictWatch(PyObject* d, Hold hold, PyObject* owner = nullptr) : ptr_(d), hold_(hold) {
+    if (hold == STRONG) {
+      Py_INCREF(d);
+      ref_ = d;
+    } else {
+      ref_ = PyWeakref_NewRef(hold == WEAK ? d : owner, nullptr);
+      if (ref_ == nullptr) throw_python_error();
+      // where the module keeps its __dict__ (inside the module object: valid while it lives)
+      if (hold == MODULE_DICT) slot_ = _PyObject_GetDictPtr(owner);
+    }
     snapshot();
   }
-  // A dict found as a value: held weakly if it takes weak references, else strongly.
+  DictWatch(DictWatch&& o) noexcept
+      : ptr_(o.ptr_), ref_(o.ref_), slot_(o.slot_), hold_(o.hold_), version_(o.version_),
+        snap_(std::move(o.snap_)) {
+    o.ref_ = nullptr;
+  }
+  DictWatch(const DictWatch&) = delete;
+  DictWatch& operator=(const DictWatch&) = delete;
+  ~DictWatch() { Py_XDECREF(ref_); }
+  // A dict found as a value: held weakly if it takes weak references and holds something (a hook
+  // table with a bound method of the module), else strongly: an empty dict cannot close a cycle,
+  // and a strong one costs no weak-reference load per check (modules carry ~11 empty hook tables).
   static DictWatch of_value(PyObject* d) {
-    return DictWatch(d, PyType_SUPPORTS_WEAKREFS(Py_TYPE(d)) ? WEAK : STRONG);
+    return DictWatch(d, PyType_SUPPORTS_WEAKREFS(Py_TYPE(d)) && PyDict_GET_SIZE(d) > 0 ? WEAK : STRONG);
   }
 
   // Borrowed; NULL when it died or (MODULE_DICT) is no longer its module's __dict__.
   PyObject* dict() const {
-    switch (hold_) {
-      case STRONG:
-        return ptr_;
-      case WEAK:
-        return weak_[0].get();
-      case MODULE_DICT: {
-        PyObject* m = weak_[0].get();
-        if (m == nullptr) return nullptr;
-        PyObject** dp = _PyObject_GetDictPtr(m);
-        return dp != nullptr && *dp == ptr_ ? ptr_ : nullptr;
-      }
-    }
-    return nullptr;
+    if (hold_ == STRONG) return ptr_;
+    PyObject* target = weakref_target(ref_);
+    if (hold_ == WEAK) return target == ptr_ ? ptr_ : nullptr;
+    if (target == Py_None || slot_ == nullptr) return nullptr;  // MODULE_DICT: the module died
+    return *slot_ == ptr_ ? ptr_ : nullptr;                       // ... or has another __dict__
   }
   // Identity of the dict (never dereferenced: for bookkeeping of what is watched).
   PyObject* id() const { return ptr_; }
@@ -270,15 +280,21 @@ class DictWatch {
     if (d == nullptr) return false;
     uint64_t ver = dict_version(d);
     if (ver == version_) return true;
-    if (PyDict_GET_SIZE(d) != (Py_ssize_t)keys_.size()) return false;
+    return unchanged_slow(d, ver);
+  }
+
+  bool unchanged_slow(PyObject* d, uint64_t ver) {
+    const std::vector<Ref>& keys = snap_->keys;
+    const std::vector<WeakId>& values = snap_->values;
+    if (PyDict_GET_SIZE(d) != (Py_ssize_t)keys.size()) return false;
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     size_t i = 0;
     while (PyDict_Next(d, &pos, &k, &v)) {
-      if (i >= keys_.size() || keys_[i].o != k || !values_[i].is(v)) return false;
+      if (i >= keys.size() || keys[i].o != k || !values[i].is(v)) return false;
       i++;
     }
-    if (i != keys_.size()) return false;
+    if (i != keys.size()) return false;
     version_ = ver;  // same contents: remember the new version
     return true;
   }
@@ -286,27 +302,33 @@ class DictWatch {
   // Takes the dict's current contents as the baseline; false when the dict is gone.
   bool snapshot() {
     PyObject* d = dict();
-    keys_.clear();
-    values_.clear();
+    if (!snap_) snap_ = std::make_unique<Snapshot>();
+    snap_->keys.clear();
+    snap_->values.clear();
     if (d == nullptr) return false;
     version_ = dict_version(d);
     PyObject *k, *v;
     Py_ssize_t pos = 0;
     while (PyDict_Next(d, &pos, &k, &v)) {
-      keys_.emplace_back(k);
-      values_.emplace_back(v);
+      snap_->keys.emplace_back(k);
+      snap_->values.emplace_back(v);
     }
     return true;
   }
 
  private:
-  PyObject* ptr_;
-  Ref holder_;                 // STRONG: the dict
-  std::vector<WeakId> weak_;   // WEAK: the dict; MODULE_DICT: its module (0 or 1 items)
+  PyObject* ptr_;              // the dict (identity; read only while dict() says it lives)
+  PyObject* ref_;              // STRONG: the dict; WEAK: a weakref to it; MODULE_DICT: to the module
+  PyObject** slot_ = nullptr;  // MODULE_DICT: the module's __dict__ slot
   Hold hold_;
   uint64_t version_ = 0;
-  std::vector<Ref> keys_;
-  std::vector<WeakId> values_;
+  // Read only when the version changed: kept out of line, so the per-call walk over a big
+  // tree's watches (hundreds) stays within the L1 cache.
+  struct Snapshot {
+    std::vector<Ref> keys;
+    std::vector<WeakId> values;
+  };
+  std::unique_ptr<Snapshot> snap_;
 };
 
 class DictUnchanged final : public Leaf {
