@@ -148,12 +148,7 @@ def test_unused_saved_output_written_after_break(backend):
         """, args_with_leaves(leafarg(6)), backend, calls=2)
 
 
-NO_GRAD_VIEW = ("aot (lead): a view of an input made under no_grad (or returned by a call made under "
-                "no_grad) comes back with autograd history (AsStridedBackward0): backward sends a "
-                "gradient to the leaf where eager's .grad stays None (torch.compile returns grad_fn None)")
-
-
-@pytest.mark.parametrize("backend", _params({"aot_eager": NO_GRAD_VIEW, "inductor": NO_GRAD_VIEW}))
+@pytest.mark.parametrize("backend", _params({}))
 def test_view_of_input_returned_from_call_under_no_grad(backend):
     # seeds 1103 (first generator), minimized
     _check("""
@@ -164,7 +159,7 @@ def test_view_of_input_returned_from_call_under_no_grad(backend):
         """, args_with_leaves(nonleaf(3, 4)), backend, calls=2, grad=False)
 
 
-@pytest.mark.parametrize("backend", _params({"aot_eager": NO_GRAD_VIEW, "inductor": NO_GRAD_VIEW}))
+@pytest.mark.parametrize("backend", _params({}))
 def test_view_of_input_made_under_set_grad_enabled_false(backend):
     # seed 1128 (first generator), minimized by hand
     _check("""
@@ -207,7 +202,7 @@ def test_detach_of_no_grad_output_is_a_new_tensor(backend):
         """, args_with_leaves(plain(3, 4)), backend, calls=2)
 
 
-@pytest.mark.parametrize("backend", _params({"aot_eager": NO_GRAD_VIEW, "inductor": NO_GRAD_VIEW}))
+@pytest.mark.parametrize("backend", _params({}))
 def test_view_made_under_no_grad_crossing_a_break(backend):
     # seed 1176 (first generator), minimized by hand: a wrong gradient, not only a None
     _check("""
@@ -219,12 +214,7 @@ def test_view_made_under_no_grad_crossing_a_break(backend):
         """, args_with_leaves(leafarg(4, 3)), backend, calls=2)
 
 
-VIEW_OUTPUT_WRITTEN = ("aot (lead): an intermediate written through a view (`v1.view(-1).neg_()`) comes out "
-                       "of the graph as a view made inside the CompiledFunction; writing it in place after "
-                       "a break raises 'Output 0 of CompiledFunction is a view and is being modified inplace'")
-
-
-@pytest.mark.parametrize("backend", _params({"aot_eager": VIEW_OUTPUT_WRITTEN, "inductor": VIEW_OUTPUT_WRITTEN}))
+@pytest.mark.parametrize("backend", _params({}))
 def test_intermediate_written_through_view_then_in_place_after_break(backend):
     # seed 35 (eager, aot_eager, inductor runs of the default range), minimized by hand
     _check("""

@@ -88,8 +88,12 @@ class CompiledFunction(torch.autograd.Function):
         outs = art.fw(*primals)
         n = art.num_fw_outs
         fw_outs = list(outs[:n])
-        for i in art.deview:
-            fw_outs[i] = _deview(fw_outs[i])
+        for i, t in enumerate(fw_outs):
+            # a view of a hidden intermediate (an output the graph rebuilt with view ops, or one
+            # the schema saw as a view): autograd must not treat it as a view made inside this
+            # Function, or an in-place write to it later raises
+            if t._is_view():
+                fw_outs[i] = _deview(t)
         ctx.art = art
         ctx.set_materialize_grads(False)        # an unused output's gradient stays None (backward)
         ctx.save_for_backward(*outs[n:])
@@ -188,8 +192,8 @@ class CompiledProgram:
         self._simple = (not self._mutated and not self._restrided and all(k is OutputKind.PLAIN for k in kinds)
                         and [o.index for o in schema.outputs] == list(range(len(kinds)))
                         and len(kinds) == n)
-        self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset, o.base_stride, o.detach)
-                               for o in schema.outputs)
+        self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset, o.base_stride, o.detach,
+                                o.no_grad) for o in schema.outputs)
 
     # -- variants, built on first need
     def training(self, flags: tuple) -> TrainingArtifact:
@@ -234,7 +238,7 @@ class CompiledProgram:
             else:
                 target.copy_(new)
         result: list = []
-        for kind, idx, size, stride, offset, base_stride, detach in self._out_plan:
+        for kind, idx, size, stride, offset, base_stride, detach, no_grad in self._out_plan:
             if kind is OutputKind.PLAIN:
                 result.append(fw_outs[idx])
             elif kind is OutputKind.INPUT_VIEW or kind is OutputKind.BASE_VIEW:
@@ -245,7 +249,11 @@ class CompiledProgram:
                         f"called with strides {base.stride()}; recompile for the new layout")
                 if detach:
                     base = base.detach()
-                result.append(base.as_strided(size, stride, base.storage_offset() + offset))
+                if no_grad:
+                    with torch.no_grad():
+                        result.append(base.as_strided(size, stride, base.storage_offset() + offset))
+                else:
+                    result.append(base.as_strided(size, stride, base.storage_offset() + offset))
             elif kind is OutputKind.IS_INPUT:
                 result.append(primals[idx])
             else:

@@ -50,6 +50,7 @@ class OutputInfo:
     deview: bool = False       # PLAIN output that is a view of a hidden intermediate
     base_stride: tuple[int, ...] = ()   # the base's strides when traced (views are rebuilt for these)
     detach: bool = False       # INPUT_VIEW reached through detach(): shares the input's memory, no grad
+    no_grad: bool = False      # INPUT_VIEW made under no_grad: rebuilt under no_grad, as eager made it
 
     def describe(self) -> str:
         return f"{self.kind.value}[{self.index}]"
@@ -261,7 +262,11 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
         if base is not None and base.dtype != o.dtype:
             base = None                      # dtype-reinterpreting views are returned as plain tensors
         if base is not None and id(base) in input_slot:
-            infos[i] = _view_info(o, base, OutputKind.INPUT_VIEW, input_slot[id(base)])
+            info = _view_info(o, base, OutputKind.INPUT_VIEW, input_slot[id(base)])
+            if base.requires_grad and o.requires_grad and o.grad_fn is None:
+                # a view made under no_grad: it requires grad, yet no gradient flows through it
+                info = dataclasses.replace(info, no_grad=True)
+            infos[i] = info
             continue
         k = input_storage.get(StorageWeakRef(o.untyped_storage()))
         if k is not None and not o.requires_grad:
