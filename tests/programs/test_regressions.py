@@ -171,12 +171,7 @@ def test_view_of_input_made_under_set_grad_enabled_false(backend):
         """, args_with_leaves(plain(3, 4), leafarg(3, 4)), backend, calls=2)
 
 
-MASKED = ("aot_eager (lead): `x[mask] *= 2` on a tensor that requires grad: the resume graph's "
-          "index_put_ with a bool mask fails AOT tracing (DynamicOutputShapeException: aten.nonzero) and "
-          "aot_eager raises BackendCompilerFailed (inductor falls back to running the graph eagerly)")
-
-
-@pytest.mark.parametrize("backend", _params({"aot_eager": MASKED}))
+@pytest.mark.parametrize("backend", _params({}))
 def test_masked_inplace_on_tensor_that_requires_grad(backend):
     # seeds 1137, 1192, 1196, 1261, 1362 (first generator), minimized
     _check("""

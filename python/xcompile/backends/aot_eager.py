@@ -6,8 +6,12 @@ the callable is called as ``fn(*inputs)`` and returns a tuple.
 """
 from __future__ import annotations
 
-import torch
+import warnings
 
+import torch
+from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
+
+from .. import log
 from ..aot.api import aot_compile
 from .eager import scalar_graph
 
@@ -16,4 +20,12 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str 
     runner = scalar_graph(gm, "aot_eager")            # captured scalars: the graph runs as it is
     if runner is not None:
         return runner
-    return aot_compile(gm, example_inputs, partition=partition)
+    try:
+        return aot_compile(gm, example_inputs, partition=partition)
+    except (DynamicOutputShapeException, DataDependentOutputException) as e:
+        # an op whose output size depends on data once decomposed (x[mask] = v on a tensor that
+        # requires grad becomes nonzero + index_put): the graph runs as it is, as inductor does
+        why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
+        warnings.warn(f"xcompile aot_eager: running this graph eagerly ({why})", RuntimeWarning, stacklevel=2)
+        log.log("fallbacks", "whole graph eager: %s", why)
+        return gm.forward
