@@ -7,6 +7,7 @@
 #include "cache_entry.h"
 #include "code_cache.h"
 #include "compiled_function.h"
+#include "context_exit.h"
 #include "frame_hook.h"
 #include "guard_accessors.h"
 #include "guard_leaves.h"
@@ -252,4 +253,5 @@ PYBIND11_MODULE(_C, m) {
 
   init_tensor_alias(m);
   if (!init_compiled_function(m.ptr())) throw py::error_already_set();
+  if (!init_context_exit(m.ptr())) throw py::error_already_set();
 }

@@ -8,10 +8,17 @@ original frame would have done, in this order::
         outs = graph(a0, G['w'])                     # 1. the compiled prefix
         side_effects(...)                            # 2. mutations the prefix recorded
         v0 = [outs[0], a1]                           # 3. rebuild the live stack and locals
-        exit0 = enter(torch.no_grad())               #    (and re-enter active `with` blocks)
+        exit0.enter(torch.no_grad())                 #    (and re-enter active `with` blocks)
         r = print(v0)                                # 4. the breaking instruction, eagerly
         return resume(outs[1], r, a1)                # 5. the rest of the frame, compiled on
                                                      #    its own first call
+When `with` blocks are active at the break, their exits (``_C.ContextExit``, made empty on the
+runner's first line, or handed in by the runner that called this frame's resume function) are
+held by a try/except over everything from the graph call to the resume call: whatever raises in
+between (the graph, the breaking instruction, the resume function's own compile, an interrupt
+landing between two calls) exits the blocks as eager's frame would. The resume frame calls the
+same exit when its block ends; a ContextExit runs at most once, so the runner's handler is then
+a no-op.
 ``RunnerBuilder`` turns symbolic values back into Python expressions over the frame's
 arguments, the graph's outputs and constants (``expr``), then renders the source text
 (``XCOMPILE_LOGS=output_code`` prints it) and executes it once to make the function.
@@ -29,6 +36,8 @@ import weakref
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from .. import _C
 
 from .resume import CannotResume
 from .sources import AttrSource, GenericAttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
@@ -91,9 +100,11 @@ def _dict_item(obj, key):
     return dict.__getitem__(obj, key) if isinstance(obj, dict) else obj[key]
 
 
-def _enter(ctx):
-    ctx.__enter__()
-    return ctx.__exit__
+def _grad_ctx(mode: bool, prev: bool) -> torch.set_grad_enabled:
+    """``torch.set_grad_enabled(mode)`` as if made when grad mode was ``prev``, without switching."""
+    ctx = torch.set_grad_enabled.__new__(torch.set_grad_enabled)
+    ctx.prev, ctx.mode = prev, mode
+    return ctx
 
 
 class RunnerBuilder:
@@ -110,7 +121,8 @@ class RunnerBuilder:
         self.has_closure = bool(code.co_freevars)
         self.ns: dict[str, Any] = {
             "G": tx.frame_state.f_globals, "B": tx.frame_state.f_builtins, "torch": torch,
-            "make_function": _make_function, "new_object": _new_object, "enter": _enter,
+            "make_function": _make_function, "new_object": _new_object, "ContextExit": _C.ContextExit,
+            "grad_ctx": _grad_ctx,
             "MethodType": types.MethodType, "CellType": types.CellType, "partial": functools.partial,
             "sys": sys, "dict_item": _dict_item,
         }
@@ -121,6 +133,7 @@ class RunnerBuilder:
         self._keep: list[Any] = []
         self._names = itertools.count()
         self.exits: list[str] = []                # entered contexts' __exit__, outermost first
+        self.exit_decls: list[str] = []           # the runner's first lines: the exits' holders
         self.preload: list[str] = []              # reads of outside objects (before side effects)
         self.built_by_effects: set[int] = set()   # ids of values the side effects rebuild
         self._loaded: dict[Source, str] = {}
@@ -217,8 +230,11 @@ class RunnerBuilder:
             if isinstance(v, ContextExitValue):          # a context entered before this frame
                 name = self._memo.get(id(v))
                 if name is None:
-                    name = self._memo[id(v)] = self.assign(self.load(v.source), "exit")
-                    self.exits.append(name)
+                    name = self._memo[id(v)] = self.exit_holder()
+                    if isinstance(v.source, LocalSource):     # a resume argument: a holder already
+                        self.exit_decls[-1] = f"{name} = {self.source(v.source)}"
+                    else:
+                        self.emit(f"{name}.hold({self.load(v.source)})")
                 return name
             return self.load(v.source)
         name = self._memo.get(id(v))
@@ -238,6 +254,14 @@ class RunnerBuilder:
             return self.const(obj)
         self._memo[id(v)] = name
         self._keep.append(v)
+        return name
+
+    def exit_holder(self) -> str:
+        """A new ``ContextExit``, bound on the runner's first line (before anything can raise) and
+        exited by its handler."""
+        name = self.temp("exit")
+        self.exit_decls.append(f"{name} = ContextExit()")
+        self.exits.append(name)
         return name
 
     def cell(self, c: CellValue) -> str:
@@ -270,11 +294,11 @@ class RunnerBuilder:
     def render(self, body_tail: list[str], graph_call: str | None, side_effects: list[str]) -> str:
         params = ", ".join(self.params + (["closure"] if self.has_closure else []))
         fname = self.runner_name
-        head = [f"def {fname}({params}):"]
-        if graph_call:
-            head.append(f"    outs = {graph_call}")
-        body = self.preload + side_effects + self.lines + body_tail
-        return "\n".join(head + ["    " + ln for ln in body]) + "\n"
+        body = ([f"outs = {graph_call}"] if graph_call else []) + self.preload + side_effects + self.lines + body_tail
+        if self.exits:
+            handler = [f"    {e}(*sys.exc_info())" for e in reversed(self.exits)]
+            body = self.exit_decls + ["try:"] + ["    " + ln for ln in body] + ["except BaseException:"] + handler + ["    raise"]
+        return "\n".join([f"def {fname}({params}):"] + ["    " + ln for ln in body]) + "\n"
 
     def build(self, source_text: str) -> types.FunctionType:
         filename = f"<xcompile runner {self.code.co_name} {next(_counter)}>"
@@ -386,8 +410,9 @@ def _context_exit(b: RunnerBuilder, v: ContextExitValue) -> str:
     """An active `with` block: make its context again, enter it, and hand out ``__exit__``."""
     ctx = v.ctx
     if isinstance(ctx, UserContextValue):           # entered while tracing: its effects are replayed
-        name = b.expr(ctx.exit_fn)                  # already (side effects), so it is not re-entered
-        b.exits.append(name)
+        fn = b.expr(ctx.exit_fn)                    # already (side effects), so it is not re-entered
+        name = b.exit_holder()
+        b.emit(f"{name}.hold({fn})")
         return name
     if isinstance(ctx, (GeneratorContextValue, AutocastValue)):
         raise CannotResume(f"{ctx.describe()} is active at the break")
@@ -397,7 +422,10 @@ def _context_exit(b: RunnerBuilder, v: ContextExitValue) -> str:
         # restores what is current when it is made / entered
         b.emit(f"torch._C._set_grad_enabled({ctx.exit_to})")
     if isinstance(ctx, GradModeValue) and ctx.prev is not None:
-        ctx_expr = b.assign(f"torch.set_grad_enabled({ctx.enabled})", "ctx")
+        # made without switching (its __init__ would switch before the exit is held); the
+        # switch happens in __enter__, inside ContextExit.enter
+        prev = ctx.exit_to if ctx.exit_to is not None else ctx.prev
+        ctx_expr = b.assign(f"grad_ctx({ctx.enabled}, {prev})", "ctx")
     elif isinstance(ctx, (GradModeValue, NoOpContextValue)):
         ctx_expr = b.expr(ctx)
     else:
@@ -409,8 +437,8 @@ def _context_exit(b: RunnerBuilder, v: ContextExitValue) -> str:
             ctx_expr = b.const(obj)
         else:
             raise CannotResume(f"cannot re-enter {ctx.describe()} after the graph")
-    name = b.assign(f"enter({ctx_expr})", "exit")
-    b.exits.append(name)
+    name = b.exit_holder()
+    b.emit(f"{name}.enter({ctx_expr})")
     return name
 
 

@@ -355,6 +355,9 @@ class _Plan:
     def build(self) -> BrokenFrame:
         tx, frame, kind, b = self.tx, self.frame, self.kind, self.b
         effect_lines = self._side_effects()
+        # blocks handed in by the caller's runner that ended inside the graph: dropped from their
+        # holders, so no handler exits them again
+        effect_lines += [f"{b.load(src)}.discard()" for src in dict.fromkeys(tx.exited_holders)]
         initial_grad = torch.is_grad_enabled()
         final_grad = tx.gb.grad_enabled
         stack = list(frame.stack)
@@ -370,7 +373,7 @@ class _Plan:
         tails = self._resumes(after)
         if mode != final_grad:
             b.emit(f"torch._C._set_grad_enabled({final_grad})")
-        body = self._guarded(action) + tails
+        body = action + tails        # inside `with` blocks: held by their exits (RunnerBuilder.render)
         if tx.gb.grad_enabled != initial_grad:            # the graph leaves grad mode as it found it
             from .calls import switch_grad_mode
             switch_grad_mode(tx, initial_grad)
@@ -460,14 +463,6 @@ class _Plan:
         if obj is not None and torch_disabled(obj):
             return self.b.const(_C.untraced(obj), "untraced")
         return self.b.expr(callee)
-
-    def _guarded(self, action: list[str]) -> list[str]:
-        """Inside `with` blocks the breaking instruction runs with their exits on error."""
-        exits = self.b.exits
-        if not exits:
-            return action
-        handler = [f"    {e}(*sys.exc_info())" for e in reversed(exits)]
-        return ["try:"] + [f"    {ln}" for ln in action] + ["except BaseException:"] + handler + ["    raise"]
 
     # -- the resume calls ---------------------------------------------------------------------------------
     def _resumes(self, afters: list[list]) -> list[str]:

@@ -181,6 +181,7 @@ class Tracer:
         self.frame_hooks: dict[int, list] = {}
         self.frame_hook_modules: dict[int, Any] = {}
         self.top_step: tuple[int, int] | None = None
+        self.exited_holders: list = []     # sources of _C.ContextExit whose block ended in the graph
 
     def decoded(self, code: types.CodeType) -> list[Instr]:
         instrs = self._decoded.get(code)

@@ -427,6 +427,23 @@ def _bound_method(tx, m: types.MethodType, source, covered) -> Value | None:
     return v
 
 
+def _held_exit(tx, holder, source, covered) -> Value | None:
+    """A ``_C.ContextExit`` a runner hands to a resume function: the grad-mode exit it holds is
+    traced like the bound method itself; leaving the block in the graph drops it from the holder
+    (``Tracer.exited_holders``), so the runners' handlers do not exit the block a second time."""
+    fn = holder.fn
+    fn_src = AttrSource(source, "fn") if source is not None else None
+    if source is not None:
+        tx.guards.object_type(source, holder)
+    if isinstance(fn, types.MethodType):
+        v = _bound_method(tx, fn, fn_src, covered)
+        if v is not None:
+            v.source = source
+            v.holder = True
+            return v
+    return tx.wrap(fn, fn_src)
+
+
 _GRAD_EXITS = {torch.no_grad.__exit__, torch.enable_grad.__exit__, torch.set_grad_enabled.__exit__}
 
 
@@ -482,6 +499,7 @@ def _register_interpreter_rows() -> None:
     SPECIAL_TYPES[OptimizedModule] = _identity(_optimized_module)
     SPECIAL_TYPES[types.MethodType] = _bound_method
     SPECIAL_TYPES[types.FunctionType] = _nested_function
+    SPECIAL_TYPES[_C.ContextExit] = _held_exit
 
 
 def register_eogb_class(cls: type) -> None:
