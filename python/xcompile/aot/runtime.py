@@ -110,6 +110,12 @@ class CompiledFunction(torch.autograd.Function):
     @_C.untraced        # never traced (its graph, its first-call compile), whatever callback is set
     def backward(ctx, *grads):
         art: TrainingArtifact = ctx.art
+        if not any(g is not None for g in grads):
+            # no gradient reaches this graph (autograd reached it through an edge only: an input
+            # of a later graph that no output depends on): contribute none, and leave the saved
+            # tensors unread, as eager never reaches the nodes behind them (an intermediate the
+            # graph saved may have been written since, legitimately)
+            return (None,) * (1 + len(art.grad_slots))
         tangents = []
         missing = []                            # outputs the loss does not depend on
         for k, i in enumerate(art.diff_outs):

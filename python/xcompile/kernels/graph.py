@@ -377,6 +377,22 @@ class GraphLowering:
             if view.offset < 0 or view.storage_numel > blay.storage_numel:
                 continue
             out[i] = TensorRef(name, (view.size, view.stride, view.offset))
+        return self._distinct_outputs(out, metas)
+
+    def _distinct_outputs(self, out: list, metas: list) -> list:
+        """Two outputs that are different tensors in eager (``v, v.detach()``; ``v, v.view(-1)`` of
+        a 1-D v) but lowered to the same whole buffer come back as two objects: the later one as
+        an explicit view of the buffer (a new tensor sharing its storage), never ``v`` twice."""
+        first: dict = {}                # buffer name -> meta of the first output that is it whole
+        for i, (r, m) in enumerate(zip(out, metas)):
+            if not isinstance(r, TensorRef) or r.view is not None:
+                continue
+            seen = first.setdefault(r.name, m)
+            buf = self.buffers.get(r.name)
+            if seen is m or buf is None or buf.kind not in ("computed", "extern"):
+                continue
+            lay = buf.layout
+            out[i] = TensorRef(r.name, (tuple(lay.size), tuple(lay.stride), int(lay.offset)))
         return out
 
     def _note_device(self, device: torch.device) -> None:
