@@ -217,3 +217,23 @@ def test_outputs_lowered_to_one_buffer_are_distinct_objects(backend):
             v = a0 * 2
             return v, v.view(-1), v.detach(), v.view_as(v), v
         """, args_with_leaves(plain(5)), backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_aliased_intermediate_written_in_helper_after_break(backend):
+    # seed 1096 (aot_eager, error), minimized: x and y are one intermediate; the graph after the
+    # break saved u11's input and writes y into x; backward reached that graph with no gradient
+    _check("""
+        def h2(x, y):
+            u11 = torch.clamp(y, max=3)
+            u11.abs_()
+            if u11.shape[0] > 2:
+                s13 = bool((u11 > 0).any())
+                x[...] = y
+                u12 = u11.relu()
+
+        def f(a0, a1):
+            v5 = torch.add(a0, a1, alpha=0.5)
+            h2(v5, v5)
+            return (v5, )
+        """, args_with_leaves(plain(5, 2), leafarg(5, 2)), backend, calls=2)
