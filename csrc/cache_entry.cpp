@@ -58,7 +58,8 @@ OutputPlan::OutputPlan(py::handle plan, int n_slots) {
     value_ = py::reinterpret_steal<py::object>(PySequence_Tuple(t[1].ptr()));
     if (!value_) throw py::error_already_set();
     parse_items(t[2]);
-    if (items_.size() != (size_t)PyTuple_GET_SIZE(value_.ptr())) bad_plan("dict keys/values differ");
+    if (items_.size() != (size_t)PyTuple_GET_SIZE(value_.ptr()))
+      bad_plan("dict keys/values differ");
   } else if (kind == "namedtuple") {
     kind_ = NAMEDTUPLE;
     if (t.size() != 3 || !PyType_Check(t[1].ptr()) ||
@@ -90,7 +91,8 @@ PyObject* OutputPlan::build(PyObject* outs, PyObject* const* slots) const {
     case SLOT: {
       PyObject* v = slots[index_];
       if (v == nullptr) {
-        PyErr_Format(PyExc_RuntimeError, "output_plan: slot %zd was not filled by the guard", index_);
+        PyErr_Format(PyExc_RuntimeError, "output_plan: slot %zd was not filled by the guard",
+                     index_);
         return nullptr;
       }
       return Py_NewRef(v);

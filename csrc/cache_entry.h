@@ -72,10 +72,10 @@ struct CacheEntry {
   pybind11::object fn;           // compiled_fn (GRAPH) or runner (CODE)
   pybind11::object plan_object;  // output_plan as given (GRAPH), else None
   std::unique_ptr<OutputPlan> plan;
-  pybind11::object owner;        // backend key (see run_cached) or None
-  pybind11::object tag;          // anything the compiler wants to note (Python-only; None)
-  pybind11::object deps;         // what the compiler keeps with the entry (the weak references
-                                 // whose callbacks drop it when a guarded object dies); None
+  pybind11::object owner;  // backend key (see run_cached) or None
+  pybind11::object tag;    // anything the compiler wants to note (Python-only; None)
+  pybind11::object deps;   // what the compiler keeps with the entry (the weak references
+                           // whose callbacks drop it when a guarded object dies); None
   int n_inputs = 0;
   int64_t hits = 0;
 };

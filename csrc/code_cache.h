@@ -26,8 +26,8 @@ struct CacheEntry;
 enum CodeState : int { STATE_NORMAL = 0, STATE_SKIP = 1, STATE_NO_NEW = 2 };
 
 struct EntryRef {
-  PyObject* obj;       // strong
-  CacheEntry* entry;   // borrowed from obj
+  PyObject* obj;      // strong
+  CacheEntry* entry;  // borrowed from obj
 };
 
 struct CodeExtra {

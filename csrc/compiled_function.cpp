@@ -23,12 +23,12 @@ struct HookDicts {
   PyObject* global_dict = nullptr;  // strong: torch.nn.modules.module.__dict__
   uint64_t module_version = 0;
   uint64_t global_version = 0;
-  std::vector<PyObject*> dicts;     // strong
+  std::vector<PyObject*> dicts;  // strong
   // The module's forward when the CompiledFunction was made: the object in its __dict__, or
   // (forward_in_instance false) what its type resolves. Another one now (`m.forward = g`, or
   // the class's forward replaced) sends the call down the module's own __call__, where the new
   // forward's frame is compiled (issue #19 item 6: the old forward kept running).
-  PyObject* forward = nullptr;      // strong
+  PyObject* forward = nullptr;  // strong
   bool forward_in_instance = false;
 
   ~HookDicts() {
@@ -89,7 +89,8 @@ struct HookDicts {
     }
   }
   bool any() {
-    if (dict_version(module_dict) != module_version || dict_version(global_dict) != global_version) {
+    if (dict_version(module_dict) != module_version ||
+        dict_version(global_dict) != global_version) {
       collect();
     }
     for (PyObject* d : dicts) {
@@ -102,22 +103,21 @@ struct HookDicts {
 // ---- CompiledFunction -----------------------------------------------------------------------
 
 struct CompiledFunctionObject {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* fn;            // strong, a function
   PyObject* callback;      // strong or NULL
   PyObject* bound_self;    // strong or NULL
   PyObject* hooks_module;  // strong or NULL
   PyObject* dict;          // strong or NULL (__dict__)
   PyObject* weakrefs;
-  HookDicts* hooks;        // owned or NULL
+  HookDicts* hooks;  // owned or NULL
 };
 
 PyTypeObject* g_compiled_function_type = nullptr;  // strong
-PyObject* g_xc_call_name = nullptr;                 // strong, interned "_xc_call"
+PyObject* g_xc_call_name = nullptr;                // strong, interned "_xc_call"
 
-constexpr int kSlowFlags = CO_VARARGS | CO_VARKEYWORDS | CO_GENERATOR | CO_COROUTINE |
-                           CO_ASYNC_GENERATOR;
+constexpr int kSlowFlags =
+    CO_VARARGS | CO_VARKEYWORDS | CO_GENERATOR | CO_COROUTINE | CO_ASYNC_GENERATOR;
 constexpr int kSmallArgs = 16;
 
 // A [bound_self, *args] array when bound_self is set, else args itself.
@@ -198,7 +198,8 @@ PyObject* cf_vectorcall(PyObject* self_obj, PyObject* const* args, size_t nargsf
     for (Py_ssize_t i = nargs; i < argcount; i++) bound[i] = PyTuple_GET_ITEM(defaults, i - first);
   }
   for (int i = argcount; i < nbound; i++) {
-    PyObject* v = kwdefaults ? PyDict_GetItemWithError(kwdefaults, code_arg_name(code, i)) : nullptr;
+    PyObject* v =
+        kwdefaults ? PyDict_GetItemWithError(kwdefaults, code_arg_name(code, i)) : nullptr;
     if (v == nullptr) {
       if (PyErr_Occurred()) return nullptr;
       return call_with_callback(self, all.data(), nargs, kwnames, false);
@@ -371,17 +372,15 @@ PyType_Slot cf_slots[] = {
     {Py_tp_doc, (void*)"CompiledFunction(fn, callback, bound_self=None, hooks_module=None)"},
     {0, nullptr}};
 
-PyType_Spec cf_spec = {
-    "xcompile._C.CompiledFunction", sizeof(CompiledFunctionObject), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
-        Py_TPFLAGS_METHOD_DESCRIPTOR,
-    cf_slots};
+PyType_Spec cf_spec = {"xcompile._C.CompiledFunction", sizeof(CompiledFunctionObject), 0,
+                       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL |
+                           Py_TPFLAGS_METHOD_DESCRIPTOR,
+                       cf_slots};
 
 // ---- module_call_trampoline -----------------------------------------------------------------
 
 struct TrampolineObject {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
 };
 
 PyObject* tramp_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
@@ -418,7 +417,9 @@ PyObject* tramp_descr_get(PyObject* self, PyObject* obj, PyObject*) {
   return PyMethod_New(self, obj);
 }
 
-PyObject* tramp_repr(PyObject*) { return PyUnicode_FromString("<xcompile module_call_trampoline>"); }
+PyObject* tramp_repr(PyObject*) {
+  return PyUnicode_FromString("<xcompile module_call_trampoline>");
+}
 
 void tramp_dealloc(PyObject* self) {
   PyTypeObject* tp = Py_TYPE(self);
@@ -430,25 +431,22 @@ PyMemberDef tramp_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(TrampolineObject, vectorcall), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr}};
 
-PyType_Slot tramp_slots[] = {
-    {Py_tp_dealloc, (void*)tramp_dealloc},
-    {Py_tp_call, (void*)PyVectorcall_Call},
-    {Py_tp_descr_get, (void*)tramp_descr_get},
-    {Py_tp_repr, (void*)tramp_repr},
-    {Py_tp_members, tramp_members},
-    {0, nullptr}};
+PyType_Slot tramp_slots[] = {{Py_tp_dealloc, (void*)tramp_dealloc},
+                             {Py_tp_call, (void*)PyVectorcall_Call},
+                             {Py_tp_descr_get, (void*)tramp_descr_get},
+                             {Py_tp_repr, (void*)tramp_repr},
+                             {Py_tp_members, tramp_members},
+                             {0, nullptr}};
 
-PyType_Spec tramp_spec = {
-    "xcompile._C.ModuleCallTrampoline", sizeof(TrampolineObject), 0,
-    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR |
-        Py_TPFLAGS_DISALLOW_INSTANTIATION,
-    tramp_slots};
+PyType_Spec tramp_spec = {"xcompile._C.ModuleCallTrampoline", sizeof(TrampolineObject), 0,
+                          Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL |
+                              Py_TPFLAGS_METHOD_DESCRIPTOR | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+                          tramp_slots};
 
 // ---- untraced(fn): fn called with this thread's compile callback unset ---------------------
 
 struct UntracedObject {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* fn;  // strong
 };
 
@@ -495,7 +493,8 @@ void untraced_dealloc(PyObject* self) {
 }
 
 PyObject* untraced_repr(PyObject* self) {
-  return PyUnicode_FromFormat("<xcompile untraced %R>", reinterpret_cast<UntracedObject*>(self)->fn);
+  return PyUnicode_FromFormat("<xcompile untraced %R>",
+                              reinterpret_cast<UntracedObject*>(self)->fn);
 }
 
 PyMemberDef untraced_members[] = {
@@ -504,14 +503,10 @@ PyMemberDef untraced_members[] = {
     {nullptr, 0, 0, 0, nullptr}};
 
 PyType_Slot untraced_slots[] = {
-    {Py_tp_new, (void*)untraced_new},
-    {Py_tp_dealloc, (void*)untraced_dealloc},
-    {Py_tp_traverse, (void*)untraced_traverse},
-    {Py_tp_clear, (void*)untraced_clear},
-    {Py_tp_call, (void*)PyVectorcall_Call},
-    {Py_tp_repr, (void*)untraced_repr},
-    {Py_tp_members, untraced_members},
-    {0, nullptr}};
+    {Py_tp_new, (void*)untraced_new},           {Py_tp_dealloc, (void*)untraced_dealloc},
+    {Py_tp_traverse, (void*)untraced_traverse}, {Py_tp_clear, (void*)untraced_clear},
+    {Py_tp_call, (void*)PyVectorcall_Call},     {Py_tp_repr, (void*)untraced_repr},
+    {Py_tp_members, untraced_members},          {0, nullptr}};
 
 PyType_Spec untraced_spec = {"xcompile._C.untraced", sizeof(UntracedObject), 0,
                              Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,

@@ -24,8 +24,7 @@ namespace xc {
 namespace {
 
 struct ContextExitObject {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* exit;  // strong or NULL
 };
 
@@ -41,7 +40,8 @@ PyObject* lookup_special(PyObject* obj, PyObject* name) {
   return get(descr, obj, reinterpret_cast<PyObject*>(Py_TYPE(obj)));
 }
 
-PyObject* ce_vectorcall(PyObject* self_obj, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+PyObject* ce_vectorcall(PyObject* self_obj, PyObject* const* args, size_t nargsf,
+                        PyObject* kwnames) {
   auto* self = reinterpret_cast<ContextExitObject*>(self_obj);
   PyObject* fn = self->exit;
   if (fn == nullptr) Py_RETURN_NONE;
@@ -52,7 +52,8 @@ PyObject* ce_vectorcall(PyObject* self_obj, PyObject* const* args, size_t nargsf
 }
 
 PyObject* ce_new(PyTypeObject* type, PyObject* args, PyObject* kwds) {
-  if ((args != nullptr && PyTuple_GET_SIZE(args) != 0) || (kwds != nullptr && PyDict_GET_SIZE(kwds) != 0)) {
+  if ((args != nullptr && PyTuple_GET_SIZE(args) != 0) ||
+      (kwds != nullptr && PyDict_GET_SIZE(kwds) != 0)) {
     PyErr_SetString(PyExc_TypeError, "ContextExit() takes no arguments");
     return nullptr;
   }
@@ -80,9 +81,10 @@ PyObject* ce_enter(PyObject* self_obj, PyObject* ctx) {
   PyObject* exit = lookup_special(ctx, g_exit_name);
   if (exit == nullptr) {
     if (!PyErr_Occurred()) {
-      PyErr_Format(PyExc_TypeError,
-                   "'%.200s' object does not support the context manager protocol (missed __exit__ method)",
-                   Py_TYPE(ctx)->tp_name);
+      PyErr_Format(
+          PyExc_TypeError,
+          "'%.200s' object does not support the context manager protocol (missed __exit__ method)",
+          Py_TYPE(ctx)->tp_name);
     }
     Py_DECREF(enter);
     return nullptr;
@@ -149,16 +151,17 @@ void ce_dealloc(PyObject* self_obj) {
 PyMethodDef ce_methods[] = {
     {"enter", ce_enter, METH_O, "Enter ctx (type(ctx).__enter__) and hold its __exit__."},
     {"hold", ce_hold, METH_O, "Hold an exit function made elsewhere."},
-    {"discard", ce_discard, METH_NOARGS, "Drop the held exit without calling it (the block ended in a graph)."},
+    {"discard", ce_discard, METH_NOARGS,
+     "Drop the held exit without calling it (the block ended in a graph)."},
     {nullptr, nullptr, 0, nullptr}};
 
 PyGetSetDef ce_getset[] = {{"active", ce_active, nullptr, "Whether an exit is held.", nullptr},
                            {"fn", ce_fn, nullptr, "The held exit, or None.", nullptr},
                            {nullptr, nullptr, nullptr, nullptr, nullptr}};
 
-PyMemberDef ce_members[] = {
-    {"__vectorcalloffset__", T_PYSSIZET, offsetof(ContextExitObject, vectorcall), READONLY, nullptr},
-    {nullptr, 0, 0, 0, nullptr}};
+PyMemberDef ce_members[] = {{"__vectorcalloffset__", T_PYSSIZET,
+                             offsetof(ContextExitObject, vectorcall), READONLY, nullptr},
+                            {nullptr, 0, 0, 0, nullptr}};
 
 PyType_Slot ce_slots[] = {{Py_tp_new, (void*)ce_new},
                           {Py_tp_dealloc, (void*)ce_dealloc},
@@ -172,7 +175,8 @@ PyType_Slot ce_slots[] = {{Py_tp_new, (void*)ce_new},
                           {0, nullptr}};
 
 PyType_Spec ce_spec = {"xcompile._C.ContextExit", sizeof(ContextExitObject), 0,
-                       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL, ce_slots};
+                       Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+                       ce_slots};
 
 }  // namespace
 

@@ -21,7 +21,7 @@ namespace xc {
 
 // Per-thread state. Plain data so that access is a single TLS load.
 struct ThreadState {
-  PyObject* callback;      // strong or NULL: the compile callback of this thread
+  PyObject* callback;        // strong or NULL: the compile callback of this thread
   PyObject* skip_code_once;  // borrowed identity only, or NULL: the next hooked frame, if it runs
                              // this code object, is evaluated without a cache lookup (its
                              // lookup was already done by CompiledFunction)

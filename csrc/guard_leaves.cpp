@@ -2,13 +2,13 @@
 // (see guard_leaves.h). Torch-free: tensor leaves are in guard_tensor.cpp.
 #include "guard_leaves.h"
 
+#include <pybind11/pybind11.h>
+
 #include <cmath>
-#include <memory>
 #include <cstring>
+#include <memory>
 #include <stdexcept>
 #include <unordered_set>
-
-#include <pybind11/pybind11.h>
 
 #include "py_compat.h"
 
@@ -67,8 +67,8 @@ class WeakId {
   }
 
  private:
-  PyObject* ptr_;          // identity only (never dereferenced unless alive)
-  PyObject* ref_;          // the weak reference, or the object itself (strong)
+  PyObject* ptr_;  // identity only (never dereferenced unless alive)
+  PyObject* ref_;  // the weak reference, or the object itself (strong)
   bool weak_ = false;
 };
 
@@ -228,10 +228,11 @@ class EqualsMatch final : public Leaf {
 // that take weak references: OrderedDict hook tables), or not at all when it is a module's
 // __dict__: then the module is held weakly and the dict is only read while the module is alive
 // and that dict is still its __dict__. (A hook table empty when watched is held strongly: a hook
-// added later that refers to the module keeps it alive until the entry goes, as before.) Snapshot values that take weak references (modules,
-// tensors, functions, bound methods) are held weakly, the rest strongly. So a watch never keeps
-// a module alive, not even through a cycle (a bound method of the module in its own __dict__ or
-// hook table), and a dead value never compares equal to a new object at its address.
+// added later that refers to the module keeps it alive until the entry goes, as before.) Snapshot
+// values that take weak references (modules, tensors, functions, bound methods) are held weakly,
+// the rest strongly. So a watch never keeps a module alive, not even through a cycle (a bound
+// method of the module in its own __dict__ or hook table), and a dead value never compares equal to
+// a new object at its address.
 class DictWatch {
  public:
   enum Hold { STRONG, WEAK, MODULE_DICT };
@@ -250,7 +251,11 @@ class DictWatch {
     snapshot();
   }
   DictWatch(DictWatch&& o) noexcept
-      : ptr_(o.ptr_), ref_(o.ref_), slot_(o.slot_), hold_(o.hold_), version_(o.version_),
+      : ptr_(o.ptr_),
+        ref_(o.ref_),
+        slot_(o.slot_),
+        hold_(o.hold_),
+        version_(o.version_),
         snap_(std::move(o.snap_)) {
     o.ref_ = nullptr;
   }
@@ -261,7 +266,8 @@ class DictWatch {
   // table with a bound method of the module), else strongly: an empty dict cannot close a cycle,
   // and a strong one costs no weak-reference load per check (modules carry ~11 empty hook tables).
   static DictWatch of_value(PyObject* d) {
-    return DictWatch(d, PyType_SUPPORTS_WEAKREFS(Py_TYPE(d)) && PyDict_GET_SIZE(d) > 0 ? WEAK : STRONG);
+    return DictWatch(
+        d, PyType_SUPPORTS_WEAKREFS(Py_TYPE(d)) && PyDict_GET_SIZE(d) > 0 ? WEAK : STRONG);
   }
 
   // Borrowed; NULL when it died or (MODULE_DICT) is no longer its module's __dict__.
@@ -270,7 +276,7 @@ class DictWatch {
     PyObject* target = weakref_target(ref_);
     if (hold_ == WEAK) return target == ptr_ ? ptr_ : nullptr;
     if (target == Py_None || slot_ == nullptr) return nullptr;  // MODULE_DICT: the module died
-    return *slot_ == ptr_ ? ptr_ : nullptr;                       // ... or has another __dict__
+    return *slot_ == ptr_ ? ptr_ : nullptr;                     // ... or has another __dict__
   }
   // Identity of the dict (never dereferenced: for bookkeeping of what is watched).
   PyObject* id() const { return ptr_; }
@@ -317,8 +323,8 @@ class DictWatch {
   }
 
  private:
-  PyObject* ptr_;              // the dict (identity; read only while dict() says it lives)
-  PyObject* ref_;              // STRONG: the dict; WEAK: a weakref to it; MODULE_DICT: to the module
+  PyObject* ptr_;  // the dict (identity; read only while dict() says it lives)
+  PyObject* ref_;  // STRONG: the dict; WEAK: a weakref to it; MODULE_DICT: to the module
   PyObject** slot_ = nullptr;  // MODULE_DICT: the module's __dict__ slot
   Hold hold_;
   uint64_t version_ = 0;
@@ -333,7 +339,8 @@ class DictWatch {
 
 class DictUnchanged final : public Leaf {
  public:
-  DictUnchanged(PyObject* d, std::string desc) : Leaf(std::move(desc)), watch_(d, DictWatch::STRONG) {}
+  DictUnchanged(PyObject* d, std::string desc)
+      : Leaf(std::move(desc)), watch_(d, DictWatch::STRONG) {}
   bool check(PyObject* v) override { return v == watch_.dict() && watch_.unchanged(); }
   void rewatch() override {
     if (!watch_.unchanged()) watch_.snapshot();  // a globals dict is big: only when changed

@@ -16,7 +16,8 @@
 //                                                                         dicts (see below)
 //   tensor_match(t)        exact type, dispatch keys, dtype, device,       the type
 //                          sizes, strides (strided only), requires_grad
-//   global_state()         grad mode, inference mode, autocast (cpu, cuda), default dtype, deterministic algorithms (root leaf)
+//   global_state()         grad mode, inference mode, autocast (cpu, cuda), default dtype,
+//   deterministic algorithms (root leaf)
 //
 // "Unchanged" for a dict (DictWatch): its version tag (ma_version_tag) equals the stored one;
 // else its (key, value) pairs compare equal by identity and order with the snapshot taken at

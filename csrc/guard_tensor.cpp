@@ -1,5 +1,5 @@
-// guard_tensor.cpp — tensor-metadata and global-state leaves (torch headers: here and tensor_alias.cpp).
-// Metadata is read from at::TensorImpl directly (no Python attribute access).
+// guard_tensor.cpp — tensor-metadata and global-state leaves (torch headers: here and
+// tensor_alias.cpp). Metadata is read from at::TensorImpl directly (no Python attribute access).
 #include <ATen/Context.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/DefaultDtype.h>
@@ -138,7 +138,8 @@ struct GlobalStateValues {
         at::autocast::is_autocast_enabled(at::kCUDA) != autocast_cuda) {
       return false;
     }
-    if (autocast_cpu && at::autocast::get_autocast_dtype(at::kCPU) != autocast_cpu_dtype) return false;
+    if (autocast_cpu && at::autocast::get_autocast_dtype(at::kCPU) != autocast_cpu_dtype)
+      return false;
     if (autocast_cuda && at::autocast::get_autocast_dtype(at::kCUDA) != autocast_cuda_dtype) {
       return false;
     }
@@ -148,7 +149,8 @@ struct GlobalStateValues {
 
 class GlobalState final : public RootLeaf {
  public:
-  explicit GlobalState(std::string desc) : RootLeaf(std::move(desc)), at_trace_(GlobalStateValues::now()) {}
+  explicit GlobalState(std::string desc)
+      : RootLeaf(std::move(desc)), at_trace_(GlobalStateValues::now()) {}
   bool needs_slots() const override { return false; }
   bool check(PyObject* const*) override { return at_trace_.matches_now(); }
 

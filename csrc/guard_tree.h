@@ -48,9 +48,9 @@ inline void clear_guard_error() {
 struct FrameView {
   PyObject* const* locals;  // argument values in co_varnames order (entries may be NULL)
   Py_ssize_t n_locals;
-  PyObject* globals;        // dict
-  PyObject* builtins;       // dict
-  PyObject* closure;        // tuple of cells, or NULL
+  PyObject* globals;   // dict
+  PyObject* builtins;  // dict
+  PyObject* closure;   // tuple of cells, or NULL
 };
 
 // A check on one value.
@@ -120,7 +120,7 @@ class GuardNode {
   bool check_value(PyObject* value, const FrameView& frame, CheckCtx& ctx);
   void dump(std::string& out, int indent) const;
   void dump_children(std::string& out, int indent) const;
-  void rewatch();  // Leaf::rewatch on this subtree
+  void rewatch();                                        // Leaf::rewatch on this subtree
   void weak_objects(std::vector<PyObject*>& out) const;  // Leaf::weak_objects on this subtree
   const std::string& path() const { return path_; }
   int n_slots() const { return n_slots_; }

@@ -60,109 +60,137 @@ PYBIND11_MODULE(_C, m) {
   if (!init_code_cache()) throw py::error_already_set();
 
   py::class_<GuardNode, NodePtr>(m, "GuardNode")
-      .def("attr", [](GuardNode& n, py::str name) { return n.child(make_attr_accessor(name.ptr())); },
-           py::arg("name"))
-      .def("generic_attr",
-           [](GuardNode& n, py::str name) { return n.child(make_generic_attr_accessor(name.ptr())); },
-           py::arg("name"))
-      .def("item", [](GuardNode& n, py::object key) { return n.child(make_item_accessor(key.ptr())); },
-           py::arg("key"))
-      .def("add_type_match",
-           [](GuardNode& n, py::object tp, std::string desc) {
-             n.add_leaf(make_type_match(tp.ptr(), std::move(desc)));
-           },
-           py::arg("tp"), py::arg("desc"))
-      .def("add_id_match",
-           [](GuardNode& n, py::object obj, std::string desc) {
-             n.add_leaf(make_id_match(obj.ptr(), std::move(desc)));
-           },
-           py::arg("obj"), py::arg("desc"))
-      .def("add_equals_match",
-           [](GuardNode& n, py::object value, std::string desc) {
-             n.add_leaf(make_equals_match(value.ptr(), std::move(desc)));
-           },
-           py::arg("value"), py::arg("desc"))
-      .def("add_length_check",
-           [](GuardNode& n, Py_ssize_t len, std::string desc) {
-             n.add_leaf(make_length_check(len, std::move(desc)));
-           },
-           py::arg("n"), py::arg("desc"))
-      .def("add_tensor_match",
-           [](GuardNode& n, py::object example, std::string desc, DimSpec sizes, DimSpec strides) {
-             n.add_leaf(make_tensor_match(example.ptr(), std::move(desc), sizes, strides));
-           },
-           py::arg("example"), py::arg("desc"), py::kw_only(), py::arg("sizes") = py::none(),
-           py::arg("strides") = py::none())
-      .def("add_module_tree",
-           [](GuardNode& n, py::object module, std::string desc) {
-             n.add_leaf(make_module_tree(module.ptr(), std::move(desc)));
-           },
-           py::arg("module"), py::arg("desc"))
-      .def("add_dict_keys",
-           [](GuardNode& n, py::object keys, std::string desc) {
-             n.add_leaf(make_dict_keys(keys.ptr(), std::move(desc)));
-           },
-           py::arg("keys"), py::arg("desc"))
-      .def("add_dict_unchanged",
-           [](GuardNode& n, py::object d, std::string desc) {
-             n.add_leaf(make_dict_unchanged(d.ptr(), std::move(desc)));
-           },
-           py::arg("d"), py::arg("desc"))
+      .def(
+          "attr",
+          [](GuardNode& n, py::str name) { return n.child(make_attr_accessor(name.ptr())); },
+          py::arg("name"))
+      .def(
+          "generic_attr",
+          [](GuardNode& n, py::str name) {
+            return n.child(make_generic_attr_accessor(name.ptr()));
+          },
+          py::arg("name"))
+      .def(
+          "item",
+          [](GuardNode& n, py::object key) { return n.child(make_item_accessor(key.ptr())); },
+          py::arg("key"))
+      .def(
+          "add_type_match",
+          [](GuardNode& n, py::object tp, std::string desc) {
+            n.add_leaf(make_type_match(tp.ptr(), std::move(desc)));
+          },
+          py::arg("tp"), py::arg("desc"))
+      .def(
+          "add_id_match",
+          [](GuardNode& n, py::object obj, std::string desc) {
+            n.add_leaf(make_id_match(obj.ptr(), std::move(desc)));
+          },
+          py::arg("obj"), py::arg("desc"))
+      .def(
+          "add_equals_match",
+          [](GuardNode& n, py::object value, std::string desc) {
+            n.add_leaf(make_equals_match(value.ptr(), std::move(desc)));
+          },
+          py::arg("value"), py::arg("desc"))
+      .def(
+          "add_length_check",
+          [](GuardNode& n, Py_ssize_t len, std::string desc) {
+            n.add_leaf(make_length_check(len, std::move(desc)));
+          },
+          py::arg("n"), py::arg("desc"))
+      .def(
+          "add_tensor_match",
+          [](GuardNode& n, py::object example, std::string desc, DimSpec sizes, DimSpec strides) {
+            n.add_leaf(make_tensor_match(example.ptr(), std::move(desc), sizes, strides));
+          },
+          py::arg("example"), py::arg("desc"), py::kw_only(), py::arg("sizes") = py::none(),
+          py::arg("strides") = py::none())
+      .def(
+          "add_module_tree",
+          [](GuardNode& n, py::object module, std::string desc) {
+            n.add_leaf(make_module_tree(module.ptr(), std::move(desc)));
+          },
+          py::arg("module"), py::arg("desc"))
+      .def(
+          "add_dict_keys",
+          [](GuardNode& n, py::object keys, std::string desc) {
+            n.add_leaf(make_dict_keys(keys.ptr(), std::move(desc)));
+          },
+          py::arg("keys"), py::arg("desc"))
+      .def(
+          "add_dict_unchanged",
+          [](GuardNode& n, py::object d, std::string desc) {
+            n.add_leaf(make_dict_unchanged(d.ptr(), std::move(desc)));
+          },
+          py::arg("d"), py::arg("desc"))
       .def("set_slot", &GuardNode::set_slot, py::arg("k"))
       .def_property_readonly("path", &GuardNode::path)
       .def("__repr__", [](const GuardNode& n) { return "<GuardNode " + n.path() + ">"; });
 
   py::class_<RootGuard, RootPtr>(m, "RootGuard")
       .def(py::init<int>(), py::arg("n_slots"))
-      .def("local",
-           [](RootGuard& r, int index, std::string name) {
-             return r.frame_child(make_local_accessor(index, std::move(name)));
-           },
-           py::arg("index"), py::arg("name"))
-      .def("global_",
-           [](RootGuard& r, py::str name) { return r.frame_child(make_global_accessor(name.ptr())); },
-           py::arg("name"))
-      .def("closure",
-           [](RootGuard& r, int index, std::string name) {
-             return r.frame_child(make_closure_accessor(index, std::move(name)));
-           },
-           py::arg("index"), py::arg("name"))
-      .def("closure_cell",
-           [](RootGuard& r, int index, std::string name) {
-             return r.frame_child(make_closure_cell_accessor(index, std::move(name)));
-           },
-           py::arg("index"), py::arg("name"))
-      .def("add_no_aliasing",
-           [](RootGuard& r, std::vector<int> slots, std::string desc) {
-             r.add_root_leaf(make_no_aliasing(std::move(slots), r.n_slots(), std::move(desc)));
-           },
-           py::arg("slots"), py::arg("desc"))
-      .def("add_same_object",
-           [](RootGuard& r, std::vector<int> slots, std::string desc) {
-             r.add_root_leaf(make_same_object(std::move(slots), r.n_slots(), std::move(desc)));
-           },
-           py::arg("slots"), py::arg("desc"))
-      .def("add_global_state",
-           [](RootGuard& r, std::string desc) { r.add_root_leaf(make_global_state(std::move(desc))); },
-           py::arg("desc"))
+      .def(
+          "local",
+          [](RootGuard& r, int index, std::string name) {
+            return r.frame_child(make_local_accessor(index, std::move(name)));
+          },
+          py::arg("index"), py::arg("name"))
+      .def(
+          "global_",
+          [](RootGuard& r, py::str name) {
+            return r.frame_child(make_global_accessor(name.ptr()));
+          },
+          py::arg("name"))
+      .def(
+          "closure",
+          [](RootGuard& r, int index, std::string name) {
+            return r.frame_child(make_closure_accessor(index, std::move(name)));
+          },
+          py::arg("index"), py::arg("name"))
+      .def(
+          "closure_cell",
+          [](RootGuard& r, int index, std::string name) {
+            return r.frame_child(make_closure_cell_accessor(index, std::move(name)));
+          },
+          py::arg("index"), py::arg("name"))
+      .def(
+          "add_no_aliasing",
+          [](RootGuard& r, std::vector<int> slots, std::string desc) {
+            r.add_root_leaf(make_no_aliasing(std::move(slots), r.n_slots(), std::move(desc)));
+          },
+          py::arg("slots"), py::arg("desc"))
+      .def(
+          "add_same_object",
+          [](RootGuard& r, std::vector<int> slots, std::string desc) {
+            r.add_root_leaf(make_same_object(std::move(slots), r.n_slots(), std::move(desc)));
+          },
+          py::arg("slots"), py::arg("desc"))
+      .def(
+          "add_global_state",
+          [](RootGuard& r, std::string desc) {
+            r.add_root_leaf(make_global_state(std::move(desc)));
+          },
+          py::arg("desc"))
       .def("check", &check_from_python, py::arg("f_locals"), py::arg("f_globals"),
            py::arg("f_builtins"), py::arg("closure") = py::none())
-      .def("check_verbose",
-           [](RootGuard& r, py::handle l, py::handle g, py::handle b, py::handle c) {
-             bool ok = check_from_python(r, l, g, b, c);
-             return py::make_tuple(ok, ok ? std::string() : r.last_failure());
-           },
-           py::arg("f_locals"), py::arg("f_globals"), py::arg("f_builtins"),
-           py::arg("closure") = py::none())
+      .def(
+          "check_verbose",
+          [](RootGuard& r, py::handle l, py::handle g, py::handle b, py::handle c) {
+            bool ok = check_from_python(r, l, g, b, c);
+            return py::make_tuple(ok, ok ? std::string() : r.last_failure());
+          },
+          py::arg("f_locals"), py::arg("f_globals"), py::arg("f_builtins"),
+          py::arg("closure") = py::none())
       .def("rewatch", &RootGuard::rewatch,
            "Watching leaves (module trees, dicts) take the current state as their baseline.")
-      .def("weak_objects",
-           [](const RootGuard& r) {
-             py::list out;
-             for (PyObject* o : r.weak_objects()) out.append(py::handle(o));
-             return out;
-           },
-           "The objects the guard holds only weakly (identity guards, module trees), alive ones.")
+      .def(
+          "weak_objects",
+          [](const RootGuard& r) {
+            py::list out;
+            for (PyObject* o : r.weak_objects()) out.append(py::handle(o));
+            return out;
+          },
+          "The objects the guard holds only weakly (identity guards, module trees), alive ones.")
       .def("last_failure", &RootGuard::last_failure)
       .def("dump", &RootGuard::dump)
       .def_property_readonly("n_slots", &RootGuard::n_slots);
@@ -172,10 +200,9 @@ PYBIND11_MODULE(_C, m) {
                   py::arg("n_inputs"), py::arg("output_plan"))
       .def_static("code", &CacheEntry::code, py::arg("guard"), py::arg("runner"))
       .def_readonly("guard", &CacheEntry::guard)
-      .def_property_readonly("kind",
-                             [](const CacheEntry& e) {
-                               return e.kind == CacheEntry::GRAPH ? "graph" : "code";
-                             })
+      .def_property_readonly(
+          "kind",
+          [](const CacheEntry& e) { return e.kind == CacheEntry::GRAPH ? "graph" : "code"; })
       .def_property_readonly("compiled_fn",
                              [](const CacheEntry& e) { return entry_fn(e, CacheEntry::GRAPH); })
       .def_property_readonly("runner",
@@ -183,7 +210,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("output_plan", [](const CacheEntry& e) { return e.plan_object; })
       .def_property_readonly("n_inputs", [](const CacheEntry& e) { return e.n_inputs; })
       .def_readonly("hits", &CacheEntry::hits)
-      .def_readwrite("tag", &CacheEntry::tag, "free for the compiler's notes (not used by the runtime)")
+      .def_readwrite("tag", &CacheEntry::tag,
+                     "free for the compiler's notes (not used by the runtime)")
       .def_readwrite("deps", &CacheEntry::deps,
                      "kept alive with the entry (the compiler's weak references with callbacks)")
       .def_readwrite("owner", &CacheEntry::owner,
@@ -193,56 +221,65 @@ PYBIND11_MODULE(_C, m) {
                " hits=" + std::to_string(e.hits) + ">";
       });
 
-  m.def("cache_entries",
-        [](py::handle code) {
-          py::list out;
-          if (CodeExtra* extra = get_code_extra(code_of(code))) {
-            for (const EntryRef& r : extra->entries) out.append(py::handle(r.obj));
-          }
-          return out;
-        },
-        py::arg("code"), "Entries of a code object, most recently hit first.");
-  m.def("cache_add",
-        [](py::handle code, py::handle entry) {
-          CacheEntry* e = as_cache_entry(entry.ptr());
-          if (!e) throw py::type_error("cache_add: entry must be a CacheEntry");
-          cache_add(extra_of(code), entry.ptr(), e);
-        },
-        py::arg("code"), py::arg("entry"), "Insert an entry at the front of a code's cache.");
-  m.def("cache_remove",
-        [](py::handle code, py::handle entry) {
-          CodeExtra* extra = get_code_extra(code_of(code));
-          return extra != nullptr && cache_remove(extra, entry.ptr());
-        },
-        py::arg("code"), py::arg("entry"), "Drop one entry from a code's cache; whether it was there.");
-  m.def("cache_clear",
-        [](py::handle code) {
-          if (CodeExtra* extra = get_code_extra(code_of(code))) cache_clear(extra);
-        },
-        py::arg("code"));
+  m.def(
+      "cache_entries",
+      [](py::handle code) {
+        py::list out;
+        if (CodeExtra* extra = get_code_extra(code_of(code))) {
+          for (const EntryRef& r : extra->entries) out.append(py::handle(r.obj));
+        }
+        return out;
+      },
+      py::arg("code"), "Entries of a code object, most recently hit first.");
+  m.def(
+      "cache_add",
+      [](py::handle code, py::handle entry) {
+        CacheEntry* e = as_cache_entry(entry.ptr());
+        if (!e) throw py::type_error("cache_add: entry must be a CacheEntry");
+        cache_add(extra_of(code), entry.ptr(), e);
+      },
+      py::arg("code"), py::arg("entry"), "Insert an entry at the front of a code's cache.");
+  m.def(
+      "cache_remove",
+      [](py::handle code, py::handle entry) {
+        CodeExtra* extra = get_code_extra(code_of(code));
+        return extra != nullptr && cache_remove(extra, entry.ptr());
+      },
+      py::arg("code"), py::arg("entry"),
+      "Drop one entry from a code's cache; whether it was there.");
+  m.def(
+      "cache_clear",
+      [](py::handle code) {
+        if (CodeExtra* extra = get_code_extra(code_of(code))) cache_clear(extra);
+      },
+      py::arg("code"));
   m.def("cache_clear_all", &cache_clear_all,
         "Drop every cache entry (NO_NEW codes return to NORMAL; SKIP is kept).");
-  m.def("set_code_state",
-        [](py::handle code, int state) {
-          if (state < STATE_NORMAL || state > STATE_NO_NEW) throw py::value_error("state must be 0, 1 or 2");
-          extra_of(code)->state = state;
-        },
-        py::arg("code"), py::arg("state"));
-  m.def("get_code_state",
-        [](py::handle code) {
-          CodeExtra* extra = get_code_extra(code_of(code));
-          return extra ? extra->state : static_cast<int>(STATE_NORMAL);
-        },
-        py::arg("code"));
-  m.def("set_callback",
-        [](py::object cb) {
-          if (!cb.is_none() && !PyCallable_Check(cb.ptr())) {
-            throw py::type_error("set_callback: expected a callable or None");
-          }
-          PyObject* prev = swap_callback(cb.is_none() ? nullptr : cb.inc_ref().ptr());
-          return prev ? py::reinterpret_steal<py::object>(prev) : py::none();
-        },
-        py::arg("callback"), "Set this thread's compile callback; returns the previous one.");
+  m.def(
+      "set_code_state",
+      [](py::handle code, int state) {
+        if (state < STATE_NORMAL || state > STATE_NO_NEW)
+          throw py::value_error("state must be 0, 1 or 2");
+        extra_of(code)->state = state;
+      },
+      py::arg("code"), py::arg("state"));
+  m.def(
+      "get_code_state",
+      [](py::handle code) {
+        CodeExtra* extra = get_code_extra(code_of(code));
+        return extra ? extra->state : static_cast<int>(STATE_NORMAL);
+      },
+      py::arg("code"));
+  m.def(
+      "set_callback",
+      [](py::object cb) {
+        if (!cb.is_none() && !PyCallable_Check(cb.ptr())) {
+          throw py::type_error("set_callback: expected a callable or None");
+        }
+        PyObject* prev = swap_callback(cb.is_none() ? nullptr : cb.inc_ref().ptr());
+        return prev ? py::reinterpret_steal<py::object>(prev) : py::none();
+      },
+      py::arg("callback"), "Set this thread's compile callback; returns the previous one.");
   m.def("get_callback", []() {
     return t_state.callback ? py::reinterpret_borrow<py::object>(t_state.callback) : py::none();
   });

@@ -57,8 +57,8 @@ inline PyFunctionObject* frame_func(Frame* f) {
 #endif
 }
 
-inline PyObject* frame_globals(Frame* f) { return f->f_globals; }    // borrowed
-inline PyObject* frame_builtins(Frame* f) { return f->f_builtins; }  // borrowed
+inline PyObject* frame_globals(Frame* f) { return f->f_globals; }       // borrowed
+inline PyObject* frame_builtins(Frame* f) { return f->f_builtins; }     // borrowed
 inline PyObject** frame_localsplus(Frame* f) { return f->localsplus; }  // borrowed array
 
 // True for a plain function-call frame that the caller owns on the thread's data stack.
@@ -170,8 +170,6 @@ inline uint64_t dict_version(PyObject* d) {
 // ---- weak references ------------------------------------------------------------------------
 
 // Borrowed: the referent of a weak reference, or None once it died (no call, no error).
-inline PyObject* weakref_target(PyObject* ref) {
-  return ((PyWeakReference*)ref)->wr_object;
-}
+inline PyObject* weakref_target(PyObject* ref) { return ((PyWeakReference*)ref)->wr_object; }
 
 }  // namespace xc

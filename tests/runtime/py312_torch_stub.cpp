@@ -1,5 +1,6 @@
-// Torch-free stand-ins for guard_tensor.cpp and tensor_alias.cpp, linked only into the CPython 3.12 test build of
-// the runtime (check_py312_compile.sh), where no torch is installed. Not part of xcompile._C.
+// Torch-free stand-ins for guard_tensor.cpp and tensor_alias.cpp, linked only into the CPython 3.12
+// test build of the runtime (check_py312_compile.sh), where no torch is installed. Not part of
+// xcompile._C.
 #include <stdexcept>
 
 #include "guard_leaves.h"
