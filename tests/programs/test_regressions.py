@@ -237,3 +237,44 @@ def test_aliased_intermediate_written_in_helper_after_break(backend):
             h2(v5, v5)
             return (v5, )
         """, args_with_leaves(plain(5, 2), leafarg(5, 2)), backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_input_written_through_detach_with_a_size_one_dim(backend):
+    # seed 2027 (aot_eager, error), minimized by hand: the functional trace gave the written (5, 1)
+    # input strides (1, 5) where the call has (1, 1); rebuilding the output view refused the
+    # call ("recompile for the new layout") though a size-1 dim's stride addresses nothing
+    _check("""
+        def f(a1):
+            v5 = a1.detach()
+            v5.t().zero_()
+            return v5.sum(), v5
+        """, args_with_leaves(plain(5, 1)), backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_input_squared_in_place_after_break(backend):
+    # seed 2138 (aot_eager, BackendCompilerFailed), minimized by hand: v2.mul_(v2) overwrites
+    # what its own backward needs; eager fails only if a backward reaches v2, so the graph
+    # must compile (the joint trace raised 'modified by an inplace operation')
+    _check("""
+        def f(a1):
+            v2 = a1 * 0.5
+            xcompile.graph_break()
+            v2.mul_(v2)
+            return (a1 / 2, )
+        """, args_with_leaves(nonleaf(4)), backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_input_written_after_break_was_saved_by_min_cut(backend):
+    # seed 2576 (aot_eager, error in backward), minimized by hand: min_cut saved a2 to recompute
+    # tanh(a2) in the backward, where eager saved tanh's result; the write into a2 after the
+    # break then failed the backward's version check ("modified by an inplace operation")
+    _check("""
+        def f(a2):
+            acc = torch.zeros_like(a2) * torch.tanh(a2)
+            xcompile.graph_break()
+            a2.addcmul_(acc, acc)
+            return (a2, )
+        """, args_with_leaves(nonleaf(4, 3)), backend, calls=2)

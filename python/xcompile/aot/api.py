@@ -40,11 +40,13 @@ from .aliasing import independent_examples
 from .joint import Decompositions, fake_inputs, trace_forward, trace_joint
 from .lift import lift
 from .partition import POLICIES
-from .runtime import CompiledProgram, TrainingArtifact
+from .runtime import CompiledProgram, EagerTraining, TrainingArtifact
 from .schema import AotUnsupported, analyze
 from .verify import check_functional, check_partition
 
 Compiler = Callable[[torch.fx.GraphModule, list], Callable]
+
+SAVED_MODIFIED = "modified by an inplace operation"
 
 
 def run_as_is(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -94,7 +96,15 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
         fk = _with_requires_grad(fake_mode, fakes, flags)
         sch = schema if list(flags) == schema.input_requires_grad else analyze(program, fk, fake_mode)
         t0 = time.perf_counter()
-        joint = trace_joint(program, sch, fake_mode, fk, decompositions)
+        try:
+            joint = trace_joint(program, sch, fake_mode, fk, decompositions)
+        except RuntimeError as e:
+            if SAVED_MODIFIED not in str(e):
+                raise
+            # the backward of an output needs a value the program overwrote afterwards
+            # (``v.mul_(v)``, then v is returned or written back): eager raises only if a
+            # backward reaches it, so such calls run the torch-level graph eagerly
+            raise EagerTraining(str(e).split(". Hint")[0]) from e
         t1 = time.perf_counter()
         part = partition_fn(joint, sch.mutated_inputs)
         t2 = time.perf_counter()

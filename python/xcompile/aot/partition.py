@@ -126,6 +126,30 @@ def save_all_partition(joint: JointGraph, mutated_primals=()) -> Partition:
 def min_cut_partition(joint: JointGraph, mutated_primals=()) -> Partition:
     """Save the fewest bytes; recompute cheap ops in the backward."""
     r = _roles(joint)
+    try:
+        return _min_cut(joint, r, mutated_primals, _visible_unsaved_by_eager(r))
+    except nx.NetworkXUnbounded:
+        return _min_cut(joint, r, mutated_primals, set())
+
+
+def _visible_unsaved_by_eager(r: _Roles) -> set[torch.fx.Node]:
+    """Primals and forward outputs the backward does not read (directly or through a view):
+    eager saved none of them, only values computed from them. The user holds them and may
+    write into them after the call (a later graph's write-back, ``x.addcmul_(...)`` after a
+    break): saved here, the backward would then fail its version check where eager's passes.
+    min_cut saves what is computed from them instead (when it can; else it saves them)."""
+    read = set()
+    for n in r.tangent_closure:
+        for a in n.all_input_nodes:
+            while a not in read and a not in r.tangent_closure:
+                read.add(a)
+                if not aliases_input(a) or not a.all_input_nodes:
+                    break
+                a = a.args[0]
+    return {n for n in (*r.primals, *r.fw_outs) if isinstance(n, torch.fx.Node) and n not in read}
+
+
+def _min_cut(joint: JointGraph, r: _Roles, mutated_primals, unsaveable: set) -> Partition:
     g = nx.DiGraph()
     g.add_node("source")
     g.add_node("sink")
@@ -141,7 +165,7 @@ def min_cut_partition(joint: JointGraph, mutated_primals=()) -> Partition:
         may_recompute, _ = recompute_policy(n)
         if not may_recompute and (n.op == "placeholder" or n in r.required_fw):
             g.add_edge("source", n.name + "_in")
-        weight = nbytes(n)
+        weight = math.inf if n in unsaveable else nbytes(n)
         if math.isinf(weight):
             g.add_edge(n.name + "_in", n.name + "_out")
         else:
@@ -154,6 +178,8 @@ def min_cut_partition(joint: JointGraph, mutated_primals=()) -> Partition:
     try:
         _, (reachable, _) = nx.minimum_cut(g, "source", "sink")
     except nx.NetworkXUnbounded as e:
+        if unsaveable:
+            raise                           # min_cut_partition tries again, allowed to save them
         raise RuntimeError("aot min-cut: a value the backward needs can be neither saved nor recomputed "
                            "(this is a partitioner bug; partition='save_all' avoids it)") from e
     saved = [n for n in joint.gm.graph.nodes

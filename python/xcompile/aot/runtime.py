@@ -19,6 +19,7 @@ from typing import Callable
 import torch
 
 from .. import _C
+from ..log import log
 from .aliasing import eager_for_aliased, shares_storage
 from .schema import AotUnsupported, OutputKind, Schema
 
@@ -80,6 +81,12 @@ def _deview(t: torch.Tensor) -> torch.Tensor:
     out = t.new_empty(0)
     out.set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
     return out
+
+
+def _same_addressing(t: torch.Tensor, stride: tuple) -> bool:
+    """Whether ``t`` with ``stride`` would address the same elements as it does: strides of
+    size-1 dims never count (guards let a (5, 1) tensor of strides (1, 5) match (1, 1))."""
+    return t.numel() == 0 or all(n == 1 or a == b for n, a, b in zip(t.shape, t.stride(), stride))
 
 
 class CompiledFunction(torch.autograd.Function):
@@ -176,6 +183,14 @@ class _OnceDifferentiable(torch.autograd.Function):
         return super().apply(bw, *args)
 
 
+class EagerTraining(Exception):
+    """Raised by ``make_training`` when no joint graph can be traced that keeps eager's
+    behaviour; calls with those requires_grad flags then run the torch-level graph eagerly."""
+
+
+_EAGER = object()       # CompiledProgram._training value for flags that run eagerly
+
+
 class CompiledProgram:
     """What the backend returns: ``fn(*inputs) -> tuple`` of the user graph's outputs."""
 
@@ -202,10 +217,16 @@ class CompiledProgram:
                                 o.no_grad) for o in schema.outputs)
 
     # -- variants, built on first need
-    def training(self, flags: tuple) -> TrainingArtifact:
+    def training(self, flags: tuple) -> TrainingArtifact | object:
+        """The artifact for these requires_grad flags, or ``_EAGER`` (logged once)."""
         art = self._training.get(flags)
         if art is None:
-            art = self._training[flags] = self._make_training(flags)
+            try:
+                art = self._make_training(flags)
+            except EagerTraining as e:
+                log("fallbacks", "aot: running the graph eagerly for calls that need autograd: %s", e)
+                art = _EAGER
+            self._training[flags] = art
         return art
 
     def inference(self) -> Callable:
@@ -226,6 +247,8 @@ class CompiledProgram:
                 if self._restrided:                 # autograd through as_strided_ of an input: eager
                     return self._eager(*inputs)
                 art = self._training.get(flags) or self.training(flags)
+                if art is _EAGER:
+                    return self._eager(*inputs)
                 return self._finish(primals, _apply(art, primals))
         inference = self._inference or self.inference()
         return self._finish(primals, inference(*primals))
@@ -249,7 +272,7 @@ class CompiledProgram:
                 result.append(fw_outs[idx])
             elif kind is OutputKind.INPUT_VIEW or kind is OutputKind.BASE_VIEW:
                 base = primals[idx] if kind is OutputKind.INPUT_VIEW else fw_outs[idx]
-                if base.stride() != base_stride:
+                if base.stride() != base_stride and not _same_addressing(base, base_stride):
                     raise AotUnsupported(
                         f"aot: an output is a view of a tensor traced with strides {base_stride}, "
                         f"called with strides {base.stride()}; recompile for the new layout")
