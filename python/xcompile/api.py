@@ -10,19 +10,17 @@ import functools
 import inspect
 import types
 import warnings
-import weakref
 
 import torch
 
 from . import _C
 from .backends.registry import INDUCTOR_OPTIONS
-from .convert_frame import EXPLICIT_CODES, SKIP, ConvertFrame, RunOnly
+from .code_states import EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
+from .convert_frame import ConvertFrame, RunOnly
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEFAULT_BACKEND = "inductor"
 
-# Codes the user marked with disable(recursive=False); re-marked after reset().
-_nonrecursive_skips: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
 
 
 def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAULT_BACKEND,
@@ -101,8 +99,8 @@ def _compiled_function(fn, callback, *, bound_self=None, like=None, hooks_module
     if hasattr(callback, "explicit_codes"):
         callback.explicit_codes.add(fn.__code__)
         EXPLICIT_CODES.add(fn.__code__)
-        if fn.__code__ not in _nonrecursive_skips and _C.get_code_state(fn.__code__) == SKIP:
-            _C.set_code_state(fn.__code__, 0)   # skipped as library code before: compiled now
+        if fn.__code__ not in NONRECURSIVE_SKIPS and _C.get_code_state(fn.__code__) == SKIP:
+            _C.set_code_state(fn.__code__, NORMAL)   # skipped as library code before: compiled now
     return cf
 
 
@@ -146,14 +144,20 @@ def optimize(backend=DEFAULT_BACKEND, *, nopython: bool = False, guard_export_fn
     """torch._dynamo.optimize: a context manager / decorator that compiles frames started inside it."""
     if disable:
         return _CallbackContext(_C.get_callback(), wrap_fn=lambda fn: fn)
-    cb = ConvertFrame(backend, fullgraph=nopython, dynamic=dynamic)
+    cb = ConvertFrame(backend, fullgraph=nopython, dynamic=dynamic, guard_export_fn=guard_export_fn,
+                      guard_fail_fn=guard_fail_fn)
     return _CallbackContext(cb, wrap_fn=lambda fn: _wrap(fn, cb))
 
 
 def optimize_assert(backend=DEFAULT_BACKEND, *, hooks=None, export=False, export_constraints=None,
                     dynamic=None):
-    """The same as ``optimize(backend, nopython=True)``."""
-    return optimize(backend, nopython=True, dynamic=dynamic)
+    """``optimize(backend, nopython=True)``; ``hooks`` carries guard_export_fn / guard_fail_fn."""
+    if export or export_constraints is not None:
+        raise NotImplementedError("optimize_assert(export=True / export_constraints=...): xcompile has no "
+                                  "export yet; compile the function with xcompile.compile(fn, fullgraph=True)")
+    return optimize(backend, nopython=True, dynamic=dynamic,
+                    guard_export_fn=getattr(hooks, "guard_export_fn", None),
+                    guard_fail_fn=getattr(hooks, "guard_fail_fn", None))
 
 
 def run(fn=None):
@@ -174,7 +178,7 @@ def disable(fn=None, recursive: bool = True):
     if not recursive:
         code = getattr(getattr(fn, "__func__", fn), "__code__", None)
         if code is not None:
-            _nonrecursive_skips.add(code)
+            NONRECURSIVE_SKIPS.add(code)   # re-marked after reset()
             _C.set_code_state(code, SKIP)
         return fn
     wrapped = _with_callback(fn, None)
@@ -187,12 +191,12 @@ def reset() -> None:
     _C.cache_clear_all()
     from .frontend.graph_break import reset_break_log
     reset_break_log()                        # the next graph break at a known place logs in full again
-    from .convert_frame import _DIED_YOUNG, EAGER_FRAMES
+    from .convert_frame import _DIED_YOUNG
     _DIED_YOUNG.clear()
     for code in list(EAGER_FRAMES):          # frames that ran eagerly after a graph break: traced again
-        _C.set_code_state(code, 0)
+        _C.set_code_state(code, NORMAL)
     EAGER_FRAMES.clear()
-    for code in _nonrecursive_skips:
+    for code in NONRECURSIVE_SKIPS:
         _C.set_code_state(code, SKIP)
 
 

@@ -7,10 +7,10 @@ import collections
 
 import bytecode_corpus as corpus
 from bytecode_support import outcome, raises, with_code
+from split_helper import split_code
 
 from xcompile.bytecode.instr import disassemble
 from xcompile.bytecode.resume import ResumeError
-from xcompile.bytecode.split import split_code
 
 
 def _split_all(fn, make_args, step=1):

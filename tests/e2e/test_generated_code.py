@@ -13,6 +13,7 @@ import pytest
 import torch
 
 import xcompile
+import xcompile.code_states as code_states
 import xcompile.convert_frame as convert_frame
 from xcompile.testing import CompileCounter, CompileCounterWithBackend
 
@@ -44,7 +45,7 @@ def user_helper(x):
 
 def generated(filename="<generated>"):
     g = {"torch": torch, "user_helper": user_helper}
-    exec(compile(SRC, filename, "exec"), g)
+    exec(compile(SRC, filename, "exec"), g)  # noqa: S102  (a program made by the test)
     return g
 
 
@@ -132,10 +133,10 @@ def test_attrs_generated_methods_are_compiled():
 
 
 def test_frozen_and_own_generated_code_stay_skipped():
-    assert convert_frame._skip_code(importlib._bootstrap._find_and_load.__code__)
+    assert code_states.skip_code(importlib._bootstrap._find_and_load.__code__)
     code = compile("def f(): pass", "<xcompile wrapper>", "exec")
-    assert convert_frame._skip_code(code)
-    assert not convert_frame._skip_code(compile("pass", "<generated>", "exec"))
+    assert code_states.skip_code(code)
+    assert not code_states.skip_code(compile("pass", "<generated>", "exec"))
 
 
 @pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import xcompile
-from xcompile import convert_frame
+from xcompile import code_states
 from xcompile.testing import CompileCounter
 
 
@@ -39,18 +39,18 @@ def _run(fn, *args, graphs=1):
 def test_site_packages_inside_stdlib_is_compiled():
     stdlib = sysconfig.get_paths()["stdlib"]
     inside = os.path.join(stdlib, "site-packages", "somepkg", "mod.py")      # pyenv / conda / python.org
-    assert not convert_frame._skip_file(inside)
-    assert not convert_frame._skip_file("/venv/lib/python3.11/site-packages/somepkg/mod.py")
-    assert not convert_frame._skip_file("/usr/lib/python3/dist-packages/somepkg/mod.py")
-    assert convert_frame._skip_file(os.path.join(stdlib, "json", "decoder.py"))
-    assert convert_frame._skip_file(torch.nn.functional.__file__)
-    assert convert_frame._skip_file(inspect.__file__)
+    assert not code_states.skip_file(inside)
+    assert not code_states.skip_file("/venv/lib/python3.11/site-packages/somepkg/mod.py")
+    assert not code_states.skip_file("/usr/lib/python3/dist-packages/somepkg/mod.py")
+    assert code_states.skip_file(os.path.join(stdlib, "json", "decoder.py"))
+    assert code_states.skip_file(torch.nn.functional.__file__)
+    assert code_states.skip_file(inspect.__file__)
 
 
 def test_installed_package_frames_are_compiled():
     transformers = pytest.importorskip("transformers")
     from transformers import pytorch_utils
-    assert not convert_frame._skip_code(pytorch_utils.apply_chunking_to_forward.__code__)
+    assert not code_states.skip_code(pytorch_utils.apply_chunking_to_forward.__code__)
     assert transformers.__file__
 
 

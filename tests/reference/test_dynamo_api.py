@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 import xcompile
 import xcompile.testing
 from xcompile.api_tracing import ForbiddenInGraph
@@ -168,7 +169,7 @@ def test_disable_recursive_and_not():
         # fn's resume (`* 2`): three graphs (the empty prefix before the call is no graph)
         assert sorted(str(t) for g in cnt.graphs for t in _ops(g)) == ["<built-in function mul>", "cos", "sin"]
     finally:
-        xcompile.api._nonrecursive_skips.discard(a_fn.__code__)
+        xcompile.code_states.NONRECURSIVE_SKIPS.discard(a_fn.__code__)
         xcompile._C.set_code_state(a_fn.__code__, 0)
 
     cnt2 = xcompile.testing.CompileCounter()

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+
 import xcompile
 import xcompile.testing
 from xcompile.debug.profiler import CompileProfiler
@@ -369,5 +370,5 @@ def test_disable_skips_the_frame_and_callees_disable_recursive_false_only_the_fr
         torch.testing.assert_close(xcompile.compile(fn, backend=cnt)(x), fn(x))
         assert cnt.frame_count == 3    # aa_fn, ab_fn and fn's resume
     finally:
-        xcompile.api._nonrecursive_skips.discard(a_fn.__code__)
+        xcompile.code_states.NONRECURSIVE_SKIPS.discard(a_fn.__code__)
         xcompile._C.set_code_state(a_fn.__code__, 0)

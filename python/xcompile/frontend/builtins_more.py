@@ -16,13 +16,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import functools
 import itertools
 import operator
-from typing import Any
 
-from .builtins_rules import BUILTINS, _consts, builtin
 from .attrs import _object_init
+from .builtins_rules import BUILTINS, _consts, builtin
 from .exc import PythonError, Unsupported
 from .iteration import items_of
 from .pyops import as_constant, binary_op, getitem, truth, unary_op
@@ -409,7 +407,7 @@ def lru_cached_call(tx, args, kwargs):
         pos, kw = real_args[:len(call_args)], dict(zip(kwargs, real_args[len(call_args):]))
         try:
             result = wrapper(*pos, **kw)
-        except Exception as e:                   # eager raises the same, from the same call
+        except Exception as e:  # noqa: BLE001  (eager raises the same, from the same call)
             raise PythonError.of(e) from None
         if not is_constant(result):              # cached now: eager's call returns this very object
             raise Unsupported(f"an lru_cache'd function returned a {type(result).__name__}",
@@ -450,9 +448,4 @@ def _pinned(tx, vals) -> list | None:
     return out
 
 
-def unwrap_cached(obj: Any) -> Any:
-    """functools.lru_cache / cache wrappers around a Python function: that function."""
-    if isinstance(obj, functools._lru_cache_wrapper):
-        return obj.__wrapped__
-    return None
 

@@ -20,11 +20,13 @@ import re
 import types
 from dataclasses import dataclass
 
+from .. import _C
 from ..bytecode import opcodes as op
 from ..bytecode.analysis import V, pops_pushes
 from ..bytecode.edit import change_arguments
 from ..bytecode.instr import create, disassemble
 from ..bytecode.resume import ResumeCode, ResumeError, check_resume_point, make_resume_code
+from ..code_states import SKIP
 
 _RESUME: dict[tuple, ResumeCode] = {}
 _STUBS: dict[tuple, types.CodeType] = {}
@@ -166,8 +168,7 @@ def stub_code(code: types.CodeType, index: int, null_positions: tuple[int, ...],
     flags = code.co_flags & ~(op.CO_VARARGS | op.CO_VARKEYWORDS)
     stub = change_arguments(body, template=code.replace(co_flags=flags), argnames=names, cellvars=(),
                             freevars=(), name=name, qualname=name)
-    from .. import _C
-    _C.set_code_state(stub, 1)     # never compiled: it is the breaking instruction itself
+    _C.set_code_state(stub, SKIP)     # never compiled: it is the breaking instruction itself
     _STUBS[key] = stub
     return stub
 

@@ -36,6 +36,8 @@ import torch
 import torch.utils._pytree as pytree
 import torch.utils.checkpoint
 
+from .. import _C
+from ..code_states import NONRECURSIVE_SKIPS, SKIP
 from .exc import Unsupported
 from .sources import AttrSource
 from .values import ConstantValue, DictValue, FunctionValue, ListValue, TupleValue, Value
@@ -75,7 +77,7 @@ def rule_of(obj: Any) -> str | None:
         if obj.__dict__.get("_torchdynamo_disable"):      # @torch.compiler.disable in model code
             _skip_torch_disabled(obj)
             return "disable"
-        if obj.__code__ in _skip_codes():
+        if obj.__code__ in NONRECURSIVE_SKIPS:
             return "skip"
         if obj.__dict__.get("_dynamo_marked_constant"):  # assume_constant_result (ours or torch's)
             return "constant"
@@ -102,17 +104,11 @@ def _skip_torch_disabled(fn) -> None:
     orig = getattr(fn, "_torchdynamo_orig_callable", None)
     code = getattr(getattr(orig, "__func__", orig), "__code__", None)
     if isinstance(code, types.CodeType):
-        from .. import _C
-        _C.set_code_state(code, 1)       # SKIP
+        _C.set_code_state(code, SKIP)
 
 
 # The wrapper torch._disable_dynamo puts around torch's own functions (no torch._dynamo import).
 _TORCH_DISABLE_DYNAMO_CODE = torch._disable_dynamo(lambda: None).__code__
-
-
-def _skip_codes():
-    from ..api import _nonrecursive_skips
-    return _nonrecursive_skips
 
 
 @dataclass(eq=False)
@@ -302,9 +298,10 @@ def _checkpoint(tx, obj, args, kwargs) -> Value:
     recomputation in the backward (CheckpointError). The reentrant form (its recomputation
     does not compare saved tensors) and a custom ``context_fn`` or ``debug`` still break: the call
     runs eagerly."""
+    from torch.utils.checkpoint import noop_context_fn
+
     from .calls import call_value
     from .values import real_object
-    from torch.utils.checkpoint import noop_context_fn
 
     def const(name, default):
         v = kwargs.get(name)
@@ -487,7 +484,6 @@ def _rebuilt_as(v: Value, obj: Any, source) -> Value:
 
 
 def _register_interpreter_rows() -> None:
-    from .. import _C
     from ..api import OptimizedModule
     from .calls import _CALLERS, CONTEXT_VALUES
     from .values import _REAL_OBJECT_FIELD
@@ -507,10 +503,6 @@ def register_eogb_class(cls: type) -> None:
     SPECIAL_TYPES[cls] = _identity(lambda tx, obj, source: ErrorOnGraphBreakValue(bool(obj.flag), obj,
                                                                                source=source))
     _CONTEXT_METHODS.update({cls.__enter__, cls.__exit__})
-
-
-def is_graph_break_call(fn: Any) -> bool:
-    return rule_of(fn) == "graph_break"
 
 
 def _register_logging() -> None:

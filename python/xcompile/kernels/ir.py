@@ -365,10 +365,6 @@ BOOL_RESULT_OPS = frozenset(("eq", "ne", "lt", "le", "gt", "ge", "logical_and", 
 POINTWISE_OPS = UNARY_OPS + BINARY_OPS
 
 
-def op_result_dtype(op: str, args_dtypes: Sequence[torch.dtype]) -> torch.dtype:
-    return torch.bool if op in BOOL_RESULT_OPS else args_dtypes[0]
-
-
 @dataclasses.dataclass(frozen=True)
 class IndexCheck:
     """What a kernel checks about one indirect index (``x[idx]``, gather, embedding, ...), and

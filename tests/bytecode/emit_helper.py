@@ -1,4 +1,4 @@
-"""Version-independent builders for the instruction sequences generated code needs.
+"""Version-independent builders for the instruction sequences the split test's generated code needs.
 
 The frontend's code generator and ``split.py`` describe *what* to run (call this with n
 arguments, make a closure from that code object); these functions return the instructions
@@ -9,8 +9,8 @@ from __future__ import annotations
 import types
 from typing import Any, Sequence
 
-from . import opcodes as op
-from .instr import Instruction, create
+from xcompile.bytecode import opcodes as op
+from xcompile.bytecode.instr import Instruction, create
 
 
 def load_const(value: Any) -> Instruction:

@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import types
 
-from . import emit
-from .analysis import MAYBE, SAVED, analyze_stack, argument_names, bound_locals
-from .assemble import assemble
-from .edit import insert_before
-from .instr import create, disassemble
-from .resume import ResumeCode, ResumeError, make_resume_code, resume_target_index
+import emit_helper as emit
+
+from xcompile.bytecode.analysis import MAYBE, SAVED, analyze_stack, argument_names, bound_locals
+from xcompile.bytecode.assemble import assemble
+from xcompile.bytecode.edit import insert_before
+from xcompile.bytecode.instr import create, disassemble
+from xcompile.bytecode.resume import ResumeCode, ResumeError, make_resume_code, resume_target_index
 
 
 def split_code(code: types.CodeType, index: int) -> tuple[types.CodeType, ResumeCode]:
