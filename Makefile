@@ -5,10 +5,14 @@ PIP_FLAGS ?= -q --disable-pip-version-check
 TORCH_VERSION ?= 2.13.0
 # tests/models and benchmarks/models.py build real models from these (neither depends on torch).
 TRANSFORMERS_VERSION ?= 5.23.0
+# `make lint`'s tools (none of them touches torch)
+RUFF_VERSION ?= 0.17.6
+MYPY_VERSION ?= 2.4.1
+CLANG_FORMAT_VERSION ?= 21.1.0
 DIFFUSERS_VERSION ?= 0.42.1
 BUILD_STAMP := build/.installed
 
-.PHONY: setup deps build test demo bench fuzz clean wheel check-wheel
+.PHONY: setup deps build test demo bench fuzz clean wheel check-wheel lint
 
 setup: deps build
 
@@ -25,7 +29,7 @@ $(BUILD_STAMP): $(wildcard csrc/*) CMakeLists.txt pyproject.toml
 	$(PIP) install $(PIP_FLAGS) --no-build-isolation --no-deps -e .
 	@mkdir -p build && touch $(BUILD_STAMP)
 
-test: setup
+test: setup lint
 	$(PYTHON) -m pytest tests -x -p no:cacheprovider
 	$(MAKE) --no-print-directory check-wheel
 
@@ -44,6 +48,16 @@ wheel: setup
 # The wheel installed into a fresh virtualenv, used from outside the tree, uninstalled.
 check-wheel: wheel
 	PYTHON=$(PYTHON) tools/wheel/check_wheel.sh dist
+
+# ruff (rules in pyproject.toml), mypy on python/xcompile, clang-format on the C++ (.clang-format).
+lint:
+	@$(PYTHON) -m ruff --version 2>/dev/null | grep -q "$(RUFF_VERSION)" || $(PIP) install $(PIP_FLAGS) ruff==$(RUFF_VERSION)
+	@$(PYTHON) -m mypy --version 2>/dev/null | grep -q "$(MYPY_VERSION)" || $(PIP) install $(PIP_FLAGS) mypy==$(MYPY_VERSION)
+	@$(PYTHON) -c "import clang_format" 2>/dev/null || $(PIP) install $(PIP_FLAGS) clang-format==$(CLANG_FORMAT_VERSION)
+	$(PYTHON) -m ruff check python tests benchmarks tools
+	$(PYTHON) -m mypy
+	$(PYTHON) -c "import clang_format; clang_format.clang_format()" --dry-run -Werror csrc/*.cpp csrc/*.h tests/runtime/*.cpp
+	@$(PYTHON) tools/house_counts.py --short
 
 demo: setup
 	$(PYTHON) benchmarks/demo.py

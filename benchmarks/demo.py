@@ -16,8 +16,8 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-import xcompile  # noqa: E402
-from _timing import per_call_us  # noqa: E402
+import xcompile
+from _timing import per_call_us
 
 
 class Block(torch.nn.Module):
@@ -69,7 +69,7 @@ def main(argv=None):
             torch.testing.assert_close(xc(x), ref)
             torch.testing.assert_close(tc(x), ref, rtol=1e-4, atol=1e-5)
         us = per_call_us({"eager": model, "torch.compile": tc, "xcompile": xc}, (x,), calls=500, rounds=9)
-    print(f"model: 4 pre-norm GELU MLP blocks (d=64) + softmax head, batch 8, no_grad, 1 thread")
+    print("model: 4 pre-norm GELU MLP blocks (d=64) + softmax head, batch 8, no_grad, 1 thread")
     print(f"xcompile backend={a.backend!r}, torch.compile backend={a.torch_backend!r}; results match eager")
     print(f"{'':16s} {'first call s':>12s} {'us/call':>9s} {'speedup vs eager':>17s}")
     for name in ("eager", "torch.compile", "xcompile"):

@@ -22,7 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _timing import per_call_us  # noqa: E402
+from _timing import per_call_us
 
 
 class Softmax(nn.Module):

@@ -89,11 +89,13 @@ def child(name: str, threads: int, rounds: int, quick: bool) -> dict:
     import torch
     torch.set_num_threads(threads)
     import torch._dynamo
+
     import xcompile
     sys.path.insert(0, ROOT)
     sys.path.insert(0, HERE)
-    from _timing import per_call_us
     from tests.models.builders import build
+
+    from _timing import per_call_us
 
     row: dict = {"name": name, "threads": threads}
     model, args, kwargs = build(name)
@@ -107,7 +109,7 @@ def child(name: str, threads: int, rounds: int, quick: bool) -> dict:
         for compile_ in (torch.compile, xcompile.compile):
             try:
                 compile_(warm)(torch.randn(3))
-            except Exception:  # noqa: BLE001 - the model's own compile will report it
+            except Exception:  # noqa: BLE001  (the model's own compile will report it)
                 pass
         torch._dynamo.reset()
         xcompile.reset()

@@ -16,8 +16,8 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
-import xcompile  # noqa: E402
-from _timing import per_call_us  # noqa: E402
+import xcompile
+from _timing import per_call_us
 
 
 def add_one(x):

@@ -20,7 +20,6 @@ import argparse
 import copy
 import gc
 import os
-import re
 import statistics
 import sys
 import time
@@ -34,7 +33,6 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import xcompile  # noqa: E402
 import xcompile.kernels.compile as kcompile  # noqa: E402
-
 
 # -- models ------------------------------------------------------------------------------------------
 
@@ -260,7 +258,7 @@ def parse_knobs(text: str | None) -> dict:
     for part in filter(None, (text or "").split(",")):
         k, v = part.split("=", 1)
         try:
-            out[k] = eval(v, {})      # noqa: S307 - a command-line literal: 1, 0.5, False, "cpp"
+            out[k] = eval(v, {})  # noqa: S307  (a command-line literal: 1, 0.5, False, "cpp")
         except Exception:  # noqa: BLE001
             out[k] = v
     return out
@@ -382,7 +380,7 @@ def instrument(fn, stats: dict) -> None:
     ns["_acc"] = acc
     code = head + "\n" + "\n".join(body) + "\n"
     tmp = {}
-    exec(compile(code, "<xcompile wrapper, profiled>", "exec"), ns, tmp)
+    exec(compile(code, "<xcompile wrapper, profiled>", "exec"), ns, tmp)  # noqa: S102  (the benchmark's own source)
     fn.__code__ = tmp["call"].__code__
 
 
@@ -449,7 +447,8 @@ def main(argv=None):
     print(f"torch {torch.__version__}, {a.threads} thread(s); median of {a.rounds} interleaved rounds "
           f"(speedups: median of the per-round ratios to eager)" + (f"; ab: {a.ab}" if a.ab else "") +
           ("; thread CPU time" if a.cpu_time else "; wall time"))
-    hdr = f"{'model':12s} | {'eager ms':>9s} {'torch ms':>9s} {'xc ms':>9s} | {'torch x':>7s} {'xc x':>7s} {'xc/torch':>8s}"
+    hdr = (f"{'model':12s} | {'eager ms':>9s} {'torch ms':>9s} {'xc ms':>9s} | "
+           f"{'torch x':>7s} {'xc x':>7s} {'xc/torch':>8s}")
     print(hdr)
     print("-" * len(hdr))
     for name in a.models.split(","):

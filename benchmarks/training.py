@@ -26,10 +26,11 @@ import torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+from tests.aot.models import MODELS, trace  # noqa: E402
+
 import xcompile  # noqa: E402
 import xcompile.backends.aot_eager as aot_eager_backend  # noqa: E402
 from xcompile.aot.saved_bytes import SavedBytes  # noqa: E402
-from tests.aot.models import MODELS, trace  # noqa: E402
 
 VARIANTS = ("eager", "torch", "xcompile")
 
@@ -84,7 +85,7 @@ def build(name: str):
         via = f"xcompile.compile ({len(graphs)} graph{'s' * (len(graphs) != 1)})"
         if not graphs:
             raise RuntimeError("no graph reached the aot_eager backend")
-    except Exception as e:                          # frontend not ready for this model
+    except Exception as e:  # noqa: BLE001  (frontend not ready for this model)
         models["xcompile"] = copy.deepcopy(base)
         xc = aot_eager_backend.aot_eager(trace(models["xcompile"]), [make_input(name, shape, 0)])
         via = f"traced graph ({type(e).__name__})"

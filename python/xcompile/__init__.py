@@ -4,6 +4,9 @@ from ._torch_check import check as _check_torch
 
 _check_torch()      # before _C loads: a different torch gets an ImportError that says what to do
 
+# True while xcompile (or torch.compile) traces the calling code, False when it runs eagerly.
+from torch.compiler import is_compiling  # noqa: F401
+
 from . import config  # noqa: F401
 from .api import (  # noqa: F401
     OptimizedModule,
@@ -14,6 +17,7 @@ from .api import (  # noqa: F401
     reset,
     run,
 )
+from .api_shapes import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: F401
 from .api_tracing import (  # noqa: F401
     allow_in_graph,
     assume_constant_result,
@@ -23,13 +27,12 @@ from .api_tracing import (  # noqa: F401
     graph_break,
     nonstrict_trace,
 )
-from .api_shapes import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: F401
+from .backends.registry import (  # noqa: F401
+    list_backends,
+    lookup_backend,
+    register_backend,
+)
 from .debug.explain import explain  # noqa: F401
-from .backends.registry import list_backends, register_backend  # noqa: F401
 from .log import set_logs  # noqa: F401
-
-from .backends.registry import lookup_backend  # noqa: F401,E402
-# True while xcompile (or torch.compile) traces the calling code, False when it runs eagerly.
-from torch.compiler import is_compiling  # noqa: F401,E402
 
 __version__ = "0.1.0"

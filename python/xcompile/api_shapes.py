@@ -35,7 +35,7 @@ def _record(t, attr: str, dims: set[int]) -> None:
     setattr(t, attr, set(old) | dims)
 
 
-def mark_dynamic(t, index, *, min=None, max=None, specialize_on=None) -> None:  # noqa: A002
+def mark_dynamic(t, index, *, min=None, max=None, specialize_on=None) -> None:
     """Mark dimension(s) ``index`` of ``t`` dynamic. Recorded only: xcompile specializes every
     dimension and warns once when it compiles a function with such an input."""
     if min is not None and max is not None and min > max:

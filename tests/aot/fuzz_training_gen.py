@@ -57,7 +57,7 @@ class Program:
 
     def function(self):
         ns = {"torch": torch, "F": F}
-        exec(compile(self.source(), f"<fuzz {self.seed}>", "exec"), ns)
+        exec(compile(self.source(), f"<fuzz {self.seed}>", "exec"), ns)  # noqa: S102  (a program made by the test)
         return ns["f"]
 
     def with_steps(self, steps, returns=None) -> "Program":
@@ -288,7 +288,7 @@ def make_program(seed: int, max_steps: int = 8) -> Program:
         trial = dict(env)
         try:
             with torch.random.fork_rng():
-                exec(line, {"torch": torch, "F": F}, trial)
+                exec(line, {"torch": torch, "F": F}, trial)  # noqa: S102  (a program made by the test)
         except Exception:  # noqa: BLE001
             if rng.random() < 0.05:          # keep a raising step as the last one, now and then
                 steps.append(line)
@@ -403,7 +403,7 @@ def compare(prog: Program, fn_compiled, seed: int) -> str | None:
         if c["error"] is None:
             return f"eager raised {type(e['error']).__name__}, compiled did not"
         if not isinstance(c["error"], type(e["error"])):
-            return f"compiled raised {type(c['error']).__name__} ({c['error']}), eager {type(e['error']).__name__}"[:600]
+            return f"compiled raised {type(c['error']).__name__} ({c['error']}), eager {type(e['error']).__name__}"[:600]  # noqa: E501
         return None
     eo, co = e["outs"], c["outs"]
     if len(eo) != len(co):

@@ -67,6 +67,7 @@ def test_unused_dropout_still_draws_from_the_rng(backend, partition):
     # fuzz seed 1590: the partitioner copied only what the outputs need, dropping a dropout
     # whose result is unused, so the next dropout drew different numbers than eager
     import torch.nn.functional as F
+
     from xcompile import config
     from xcompile.aot.api import aot_compile
 

@@ -3,7 +3,8 @@
 A fixed set of seeds per backend runs in the suite (~30 s). Long runs:
     XCOMPILE_FUZZ_N=5000 [XCOMPILE_FUZZ_START=0] python -m pytest -q tests/aot/test_fuzz_training.py
 runs N seeds per backend. A failure prints the seed and the minimised program; replay one with
-    python -c "from tests.aot.fuzz_training_gen import *; p = make_program(SEED); print(p.source(), check(p, 'aot_eager'))"
+    python -c "from tests.aot.fuzz_training_gen import *; p = make_program(SEED); \
+               print(p.source(), check(p, 'aot_eager'))"
 """
 import os
 import warnings

@@ -7,6 +7,7 @@ import warnings
 
 import pytest
 import torch
+
 import xcompile
 import xcompile.testing
 from xcompile.exc import BackendCompilerFailed

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from conformance.cases import ALL_CASES, CASE_IDS
 from conformance.harness import XCompile, run_case
 from xcompile.frontend.exc import Unsupported

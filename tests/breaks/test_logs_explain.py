@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import torch
+
 import xcompile
 
 from .util import captured_logs, graph_break_logs

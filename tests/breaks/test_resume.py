@@ -3,6 +3,7 @@ number of graphs, and compiles nothing new on later calls."""
 from __future__ import annotations
 
 import torch
+
 import xcompile
 
 from .util import check
@@ -214,7 +215,7 @@ def test_closure_differs_between_function_objects_of_one_code():
 def test_cell_variable_captured_before_the_break():
     def f(x):
         y = x + 1
-        g = lambda: y * 2
+        g = lambda: y * 2  # noqa: E731
         xcompile.graph_break()
         return g() + y
     check(f, t4, graphs=2, breaks=1)

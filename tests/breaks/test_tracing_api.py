@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 import xcompile
 import xcompile.testing
 from xcompile.api_tracing import ForbiddenInGraph

@@ -4,10 +4,11 @@ from __future__ import annotations
 import copy
 
 import torch
+
 import xcompile
 import xcompile.testing
-from xcompile.testing import captured_logs, graph_break_logs  # noqa: F401  (shared with tests/reference)
 from xcompile.frontend import graph_break
+from xcompile.testing import captured_logs, graph_break_logs  # noqa: F401  (shared with tests/reference)
 
 
 class BreakCounter:

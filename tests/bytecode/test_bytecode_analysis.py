@@ -8,11 +8,28 @@ import bytecode_support as S
 from bytecode_support import raises
 
 from xcompile.bytecode import opcodes as op
-from xcompile.bytecode.analysis import (EXC, MAYBE, NULL, SAVED, V, StackAnalysisError, _SPECIAL,
-                                        active_handlers, analyze_stack, borrowed_slots, handler_kind,
-                                        in_handler, is_jump_target, jump_targets, liveness,
-                                        max_stack_depth, pops_pushes, stack_depths, argument_names,
-                                        bound_locals)
+from xcompile.bytecode.analysis import (
+    _SPECIAL,
+    EXC,
+    MAYBE,
+    NULL,
+    SAVED,
+    StackAnalysisError,
+    V,
+    active_handlers,
+    analyze_stack,
+    argument_names,
+    borrowed_slots,
+    bound_locals,
+    handler_kind,
+    in_handler,
+    is_jump_target,
+    jump_targets,
+    liveness,
+    max_stack_depth,
+    pops_pushes,
+    stack_depths,
+)
 from xcompile.bytecode.instr import Instruction, create, disassemble
 
 

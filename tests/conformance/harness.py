@@ -62,7 +62,7 @@ def rg(*shape, dtype=torch.float32):
 
 
 @dataclass(frozen=True)
-class I:
+class I:  # noqa: E742
     """An integer tensor in ``[low, high)``."""
 
     shape: tuple

@@ -3,7 +3,7 @@ import operator
 
 import torch
 
-from .harness import CaseTable, nc, rg, ri, rn, rp, rb
+from .harness import CaseTable, nc, rb, rg, ri, rn, rp
 
 T = CaseTable("arith")
 

@@ -427,7 +427,7 @@ def isinstance_of_input_object(c):
 @T.case(rn(3))
 def type_comparisons(a):
     p = Point(a, a)
-    return a * (type(p) is Point), type(p) == Point, type(a) is torch.Tensor
+    return a * (type(p) is Point), type(p) == Point, type(a) is torch.Tensor  # noqa: E721
 
 
 @T.case(rn(3))

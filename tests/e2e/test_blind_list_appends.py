@@ -4,8 +4,9 @@ list after the graph.  Reading the list (len, iteration, indexing, ``in``, truth
 its length, so a frame that appends and then reads gives eager's answer on every call."""
 import pytest
 import torch
-import xcompile
 from torch import nn
+
+import xcompile
 from xcompile.testing import CompileCounter
 
 from .util import same

@@ -7,8 +7,9 @@ import warnings
 
 import pytest
 import torch
-import xcompile
 from torch import nn
+
+import xcompile
 from xcompile import config
 from xcompile.exc import CacheLimitExceeded
 from xcompile.testing import CompileCounter

@@ -117,7 +117,7 @@ def test_nn_linear_collected():
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_function_and_its_globals_collected(backend):
     g = {"torch": torch}
-    exec("def helper(x):\n    return x.cos()\n"
+    exec("def helper(x):\n    return x.cos()\n"  # noqa: S102  (a program made by the test)
          "def f(x):\n    return helper(x).sin() + 1\n", g)
     f = g["f"]
     cf = xcompile.compile(f, backend=backend)
@@ -131,14 +131,14 @@ def test_function_and_its_globals_collected(backend):
 
 def test_global_function_replaced_drops_old_entry():
     g = {"torch": torch}
-    exec("def helper(x):\n    return x + 1\n"
+    exec("def helper(x):\n    return x + 1\n"  # noqa: S102  (a program made by the test)
          "def f(x):\n    return helper(x) * 2\n", g)
     cf = xcompile.compile(g["f"], backend="eager")
     x = torch.randn(4)
     assert torch.equal(cf(x), (x + 1) * 2)
     assert n_entries(g["f"]) == 1
     for k in range(2, 6):        # each rebinding kills the old helper: its entry goes with it
-        exec(f"def helper(x):\n    return x + {k}\n", g)
+        exec(f"def helper(x):\n    return x + {k}\n", g)  # noqa: S102  (a program made by the test)
         collect()
         assert torch.equal(cf(x), (x + k) * 2)
         assert n_entries(g["f"]) == 1
@@ -153,7 +153,7 @@ def test_new_function_at_a_dead_ones_address_is_not_a_hit():
 
     def make(k):
         g = {}
-        exec(f"def fn(x):\n    return x * {k}\n", g)
+        exec(f"def fn(x):\n    return x * {k}\n", g)  # noqa: S102  (a program made by the test)
         return g["fn"]
 
     dead_ids, reused = set(), False

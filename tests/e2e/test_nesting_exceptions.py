@@ -80,7 +80,7 @@ def test_keyboard_interrupt_from_user_code(cc):
     def interrupted(x):
         y = x * 2
         raise KeyboardInterrupt
-        return y  # noqa
+        return y
 
     f = cc.compile(interrupted, cc.counter())
     with pytest.raises(KeyboardInterrupt):

@@ -386,7 +386,7 @@ class Mlp(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d, drop_path=0.1, norm_layer=functools.partial(nn.LayerNorm, eps=1e-6)):
+    def __init__(self, d, drop_path=0.1, norm_layer=functools.partial(nn.LayerNorm, eps=1e-6)):  # noqa: B008
         super().__init__()
         self.norm1, self.mlp = norm_layer(d), Mlp(d, norm_layer=norm_layer)
         self.drop_path = DropPath(drop_path) if drop_path > 0. else nn.Identity()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 import xcompile
 from xcompile.testing import CompileCounter
 
@@ -104,7 +105,7 @@ def ignores_exit(x):
 
 def raises_stop_iteration(x):
     yield x
-    raise StopIteration  # noqa: PLR1708  (PEP 479: becomes RuntimeError)
+    raise StopIteration  # PEP 479: becomes RuntimeError
 
 
 # -- programs ------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ class Prog:
 
     def fn(self, lines=None, outs=None):
         ns = {"torch": torch}
-        exec(compile(self.source(lines, outs), f"<fuzz {self.seed}>", "exec"), ns)
+        exec(compile(self.source(lines, outs), f"<fuzz {self.seed}>", "exec"), ns)  # noqa: S102
         return ns["f"]
 
     def __repr__(self):
@@ -218,7 +218,7 @@ def op_view(rng, pool, env):
     form = rng.choice(choices)
     dim = _dim(rng, t)
     sz = t.shape[dim] if d else 1
-    perm = list(range(d)); rng.shuffle(perm)
+    perm = list(range(d)); rng.shuffle(perm)  # noqa: E702
     rs = f"{t.shape[0]}, -1" if d else "-1"
     return form.format(a=a, u=rng.randrange(-d - 1, d + 1), lo=rng.randrange(0, 2), st=rng.choice((1, 2, 3)),
                        dim=dim, idx=rng.randrange(-sz, sz) if sz else 0, perm=tuple(perm), rs=rs)
@@ -265,7 +265,7 @@ def op_index(rng, pool, env):
             return f"{a}.masked_fill({m}, {_scalar(rng)})"
         return f"{a}.masked_fill({a} > 0, {_scalar(rng)})"
     if k == 3:
-        ishape = list(t.shape); ishape[dim] = rng.choice((1, 2, 3))
+        ishape = list(t.shape); ishape[dim] = rng.choice((1, 2, 3))  # noqa: E702
         return (f"torch.gather({a}, {dim}, torch.randint(0, {max(n, 1)}, {tuple(ishape)}, "
                 f"generator=torch.Generator().manual_seed({rng.randrange(99)})))") if n else None
     return f"{a}[{a} > 0]"
@@ -339,7 +339,7 @@ def generate(seed: int, max_steps: int = 8, backend: str = "cpp") -> Prog:
             name = f"t{len(lines)}"
             line = f"{name} = {expr}"
             try:
-                exec(line, {"torch": torch}, env)
+                exec(line, {"torch": torch}, env)  # noqa: S102  (a program made by the test)
             except Exception:  # noqa: BLE001 - the line does not fit: try another
                 env.pop(name, None)
                 continue

@@ -101,9 +101,8 @@ def test_graph_output_read_by_extern_keeps_the_planned_layout():
     L = GraphLowering.__new__(GraphLowering)
     L.buffers, L.meta_exact, L.extern_reads, L.eager_layouts = {}, set(), {"buf0"}, {}
     L.nodes, L.current, L._counter = [], None, 1
-    from xcompile.kernels.ir import Buffer
     from xcompile.kernels.graph import TV
-    from xcompile.kernels.ir import TensorRef
+    from xcompile.kernels.ir import Buffer, TensorRef
     cl = Layout(torch.float32, (2, 4, 3, 3), (36, 1, 12, 4))
     L.buffers["buf0"] = Buffer("buf0", cl, "computed")
     tv = TV(torch.float32, cl.size, lambda ops, idx: ops.load("buf0", idx), TensorRef("buf0"))

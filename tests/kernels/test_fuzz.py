@@ -108,7 +108,7 @@ def check_prog(prog, backend="cpp", lines=None, outs=None):
             try:
                 with torch.no_grad():
                     got = compiled(*ins_c)
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 if err is not None and (isinstance(e, type(err)) or type(e).__name__ == "TorchRuntimeError"):
                     return              # TorchRuntimeError: a shape error found while tracing, as torch.compile
                 raise AssertionError(f"call {call}: compiled raised {type(e).__name__}: {str(e)[:300]}; "

@@ -13,7 +13,8 @@ Sizes are tiny (hidden 32-64, 2 layers, sequence 8-16, batch 2): each runs eager
     args2, kwargs2 = b.fresh()          # new random values, same shapes and dtypes
     args3, kwargs3 = b.fresh(train=True)   # with labels: the model computes its own loss
 
-Dropout, layer drop, drop path (stochastic depth) and SpecAugment masking are off in every config (probabilities 0), so a
+Dropout, layer drop, drop path (stochastic depth) and SpecAugment masking are off in every config
+(probabilities 0), so a
 model in ``train()`` mode is deterministic and compiled training steps compare with eager's.
 Decoders run with ``use_cache=False`` (the outputs are tensors only).
 """
@@ -30,7 +31,7 @@ os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("DIFFUSERS_VERBOSITY", "error")
 
-import torch  # noqa: E402
+import torch
 
 B, T = 2, 8          # batch, sequence length
 VOCAB = 128

@@ -204,7 +204,7 @@ def check_source(src: str, make_args, backend: str, *, calls=1, grad=True, dtype
         name = "regression_program.py"
         linecache.cache[name] = (len(src), None, src.splitlines(True), name)
         ns: dict = {"__name__": "regression_program"}
-        exec(compile(src, name, "exec"), ns)
+        exec(compile(src, name, "exec"), ns)  # noqa: S102  (a program made by the test)
         return ns["f"], ns
     xcompile.reset()
     prev_grad = torch.is_grad_enabled()

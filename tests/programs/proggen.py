@@ -32,12 +32,10 @@ from __future__ import annotations
 import copy
 import linecache
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import zip_longest
 
 import torch
-
-import xcompile
 
 # ------------------------------------------------------------------------------ the program
 
@@ -155,7 +153,7 @@ class Program:
         name = f"program_{self.seed}.py"
         linecache.cache[name] = (len(src), None, src.splitlines(True), name)
         ns: dict = {"__name__": f"program_{self.seed}"}
-        exec(compile(src, name, "exec"), ns)
+        exec(compile(src, name, "exec"), ns)  # noqa: S102  (a program made by the test)
         return ns["make"](), ns
 
     def replace(self, **kw) -> "Program":
@@ -428,7 +426,7 @@ class Gen:
         if len(sx) >= 2:
             opts += [(f"{x}.transpose(0, 1)", (sx[1], sx[0]) + sx[2:])]
         if len(sx) >= 1:
-            opts += [(f"{x}[0]", sx[1:]), (f"{x}.unsqueeze(0)", (1,) + sx), (f"{x}.flatten()", ("*".join(map(str, sx)),)),
+            opts += [(f"{x}[0]", sx[1:]), (f"{x}.unsqueeze(0)", (1,) + sx), (f"{x}.flatten()", ("*".join(map(str, sx)),)),  # noqa: E501
                      (f"{x}.narrow(0, 0, 1)", (1,) + sx[1:]), (f"{x}[-1]", sx[1:])]
             if _big(sx[0]):
                 opts += [(f"{x}[1:]", (_minus1(sx[0]),) + sx[1:]), (f"{x}[1]", sx[1:])]
@@ -997,7 +995,7 @@ class Gen:
             # only before anything read it: a write through .data after autograd saved the tensor
             # changes what backward computes in eager, which no compiler promises to follow
             return self.s_inplace()
-        return [self.rng.choice((f"{x}.data.mul_(0.5)", f"{x}.data[0] = 1.0" if self.env[x].shape else f"{x}.data.add_(1)"))]
+        return [self.rng.choice((f"{x}.data.mul_(0.5)", f"{x}.data[0] = 1.0" if self.env[x].shape else f"{x}.data.add_(1)"))]  # noqa: E501
 
     def s_helper(self):
         return self.st.helper(self)
@@ -1107,7 +1105,7 @@ def _calls(rng: random.Random, params: list) -> list:
     def kinds():
         out = {}
         for p in tensors:
-            opts = ["plain", "nonleaf", "noncontig", "plain"] if p.mutable else ["leaf", "leaf", "plain", "noncontig", "nonleaf"]
+            opts = ["plain", "nonleaf", "noncontig", "plain"] if p.mutable else ["leaf", "leaf", "plain", "noncontig", "nonleaf"]  # noqa: E501
             out[p.name] = rng.choice(opts)
         return out
 
@@ -1187,7 +1185,7 @@ def make_program(seed: int, n_stmts: int | None = None) -> Program:
     params.append(Param("a1", "tensor", rng.choice((("B", "D"), ("B", "D"), ("D",), ("B", 1))),
                         mutable=rng.random() < 0.4))
     if rng.random() < 0.4:
-        params.append(Param("a2", "tensor", rng.choice((("B",), ("D", "B"), (), ("B", "D"))), mutable=rng.random() < 0.3))
+        params.append(Param("a2", "tensor", rng.choice((("B",), ("D", "B"), (), ("B", "D"))), mutable=rng.random() < 0.3))  # noqa: E501
     if rng.random() < 0.2:
         params.append(Param("xs", "list", ("B", "D")))
     for name, kind in (("n", "int"), ("alpha", "float"), ("flag", "bool")):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+
 import xcompile
 import xcompile.testing
 from xcompile.exc import Unsupported

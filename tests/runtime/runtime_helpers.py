@@ -1,5 +1,4 @@
 """Small helpers shared by the runtime tests."""
-import xcompile._C as C
 
 
 def check(root, *locals_, g=None, b=None, closure=None):

@@ -443,7 +443,7 @@ def run_all(C, verbose=False):
 
 if __name__ == "__main__":
     sys.path.insert(0, sys.argv[1])
-    import _C  # noqa: E402  (the test build)
+    import _C  # the test build
 
     n = run_all(_C, verbose=True)
     print(f"runtime_smoke: {n} checks passed on Python {sys.version.split()[0]}")

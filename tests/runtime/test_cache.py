@@ -92,7 +92,7 @@ def test_entry_objects():
 
 def test_entries_die_with_their_code():
     ns = {}
-    exec("def h(x):\n    return x\n", ns)
+    exec("def h(x):\n    return x\n", ns)  # noqa: S102  (a program made by the test)
 
     class Fn:
         def __call__(self):
@@ -112,9 +112,9 @@ def test_entries_die_with_their_code():
 def test_cache_clear_all_survives_reentrant_frees():
     # Releasing an entry frees the only function holding another cached code object.
     ns = {}
-    exec("def a(x):\n    return x\ndef b(x):\n    return x\n", ns)
+    exec("def a(x):\n    return x\ndef b(x):\n    return x\n", ns)  # noqa: S102  (a program made by the test)
     a, b = ns.pop("a"), ns.pop("b")
-    holder = lambda: b  # noqa: E731  (keeps b, and so b's code, alive through the entry)
+    holder = lambda: b  # noqa: F821,E731  (keeps b, and so b's code, alive through the entry)
     C.cache_add(a, always_entry(holder))
     C.cache_add(b, always_entry())
     del holder, b

@@ -278,7 +278,7 @@ def test_cycles_are_collected():
         return x
 
     holder = {}
-    cf = C.CompiledFunction(f, lambda *a: holder)  # callback -> holder -> cf
+    cf = C.CompiledFunction(f, lambda *a: holder)  # callback -> holder -> cf  # noqa: F821
     holder["cf"] = cf
     ref = weakref.ref(cf)
     del cf, holder

@@ -101,7 +101,7 @@ def test_module_and_class_bodies_and_generators_are_not_hooked():
     src = "class K:\n    y = 1\nz = K.y\ndef gen():\n    yield 1\nw = list(gen())\n"
 
     def body():
-        exec(src, {})
+        exec(src, {})  # noqa: S102  (a program made by the test)
     run_with(cb, body)
     assert cb.names == ["body"]
 
@@ -196,7 +196,7 @@ def test_callback_must_return_entry_or_none():
         return x
 
     with pytest.raises(TypeError, match="CacheEntry or None"):
-        run_with(Recorder(lambda c, l: 42), f, 1)
+        run_with(Recorder(lambda c, l: 42), f, 1)  # noqa: E741
 
 
 def test_callback_errors_propagate_to_the_caller():

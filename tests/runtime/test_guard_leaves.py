@@ -29,7 +29,7 @@ def test_type_match():
 
 def test_id_match_keeps_object_alive():
     obj = object()
-    root = one_leaf(lambda n: n.add_id_match(obj, "ID obj"))
+    root = one_leaf(lambda n: n.add_id_match(obj, "ID obj"))  # noqa: F821
     assert check(root, obj)
     assert not check(root, object())
     assert root.weak_objects() == []  # no weak references to it: held strongly
@@ -50,8 +50,8 @@ def test_id_match_and_type_match_hold_objects_weakly():
         return fn
 
     fn, thing = make(), Thing()
-    root = one_leaf(lambda n: n.add_id_match(fn, "ID fn"))
-    troot = one_leaf(lambda n: n.add_type_match(Thing, "TYPE Thing"))
+    root = one_leaf(lambda n: n.add_id_match(fn, "ID fn"))  # noqa: F821
+    troot = one_leaf(lambda n: n.add_type_match(Thing, "TYPE Thing"))  # noqa: F821
     assert check(root, fn) and check(troot, thing)
     assert root.weak_objects() == [fn] and troot.weak_objects() == [Thing]
     refs, old_id = [weakref.ref(fn), weakref.ref(Thing)], id(fn)

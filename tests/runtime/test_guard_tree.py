@@ -8,7 +8,6 @@ import xcompile._C as C
 
 from .runtime_helpers import check
 
-
 # ---- accessors ------------------------------------------------------------------------------
 
 def test_local_accessor_and_out_of_range():
@@ -54,7 +53,7 @@ def test_closure_accessor():
 
     def make_empty():
         def inner():
-            return z  # noqa: F821
+            return z
         if False:
             z = 1
         return inner

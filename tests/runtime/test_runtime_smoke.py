@@ -21,7 +21,7 @@ HERE = Path(__file__).parent
 def _find_py312() -> str:
     """XC_PY312, else a pyenv 3.12, else python3.12 on PATH: the first that really runs 3.12."""
     import glob
-    cands = [os.environ.get("XC_PY312")] + sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))
+    cands = [os.environ.get("XC_PY312")] + sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.12*/bin/python3.12")))  # noqa: E501
     cands.append(shutil.which("python3.12"))
     for c in cands:
         if not c:

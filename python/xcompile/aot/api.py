@@ -35,13 +35,12 @@ import torch.fx
 
 from .. import config
 from ..log import enabled, log
-
 from .aliasing import independent_examples
 from .joint import Decompositions, fake_inputs, trace_forward, trace_joint
 from .lift import lift
 from .partition import POLICIES
 from .runtime import CompiledProgram, EagerTraining, TrainingArtifact
-from .schema import AotUnsupported, analyze
+from .schema import analyze
 from .verify import check_functional, check_partition
 
 Compiler = Callable[[torch.fx.GraphModule, list], Callable]

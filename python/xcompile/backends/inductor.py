@@ -60,7 +60,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     try:
         with torch.no_grad():
             aten_gm = trace_aten(program, primals)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         if getattr(config, "kernel_raise_errors", False):
             raise
         return _eager(gm, f"cannot trace to ATen: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
@@ -123,7 +123,7 @@ def _training(gm: torch.fx.GraphModule, inputs: list):
         return aot_compile(gm, inputs, fw_compiler=_training_graph, bw_compiler=_training_graph,
                            inference_compiler=compile_aten_graph, partition="min_cut",
                            decompositions=DECOMPOSITIONS)
-    except Exception as e:  # noqa: BLE001
+    except Exception as e:
         if getattr(config, "kernel_raise_errors", False):
             raise
         return _eager(gm, f"AOT compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")

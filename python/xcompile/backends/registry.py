@@ -5,7 +5,6 @@ optional backend only fails when it is asked for.
 """
 from __future__ import annotations
 
-import importlib
 from typing import Callable
 
 _BUILTIN = {

@@ -39,8 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
 from . import opcodes as op
-from .analysis import (EXC, MAYBE, NULL, SAVED, StackInfo, analyze_stack, borrowed_slots, handler_targets,
-                       liveness)
+from .analysis import EXC, MAYBE, NULL, SAVED, StackInfo, analyze_stack, borrowed_slots, handler_targets, liveness
 from .edit import change_arguments, prologue_end, remove_unreachable
 from .instr import Instruction, create, disassemble
 

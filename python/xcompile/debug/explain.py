@@ -68,7 +68,8 @@ class ExplainOutput:
             for i, r in enumerate(self.break_reasons, 1):
                 lines.append("")
                 lines.append(f"{i}. {r.reason}")
-                lines.extend("   " + ln for ln in "".join(traceback.format_list(r.user_stack)).rstrip("\n").splitlines())
+                stack = "".join(traceback.format_list(r.user_stack)).rstrip("\n")
+                lines.extend("   " + ln for ln in stack.splitlines())
         if self.ops_per_graph:
             lines.append("")
             lines.append(" Ops per graph:")

@@ -22,8 +22,8 @@ from .values import (
     FunctionValue,
     ListValue,
     ModuleValue,
-    NewObjectValue,
     NestedFunctionValue,
+    NewObjectValue,
     ObjectMethodValue,
     PythonModuleValue,
     SetValue,
@@ -96,8 +96,8 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
         fsrc = AttrSource(member_source, "__func__") if member_source is not None else None
         return BoundMethodValue(tx.wrap(raw.__func__, fsrc, True), ClassValue(cls))
     if name == "__call__" and raw is functools._lru_cache_wrapper.__call__:  # lru_cache / cache
-        from .values import PartialValue
         from .builtins_more import lru_cached_call
+        from .values import PartialValue
         return PartialValue(BuiltinValue(lru_cached_call), [obj_v], {})
     if raw is object.__setattr__ or raw is torch.nn.Module.__setattr__:   # super().__setattr__(n, v)
         from .values import PartialValue

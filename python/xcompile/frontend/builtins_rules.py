@@ -17,7 +17,6 @@ from .attrs import AttrMissing, load_attr
 from .exc import PythonError, Unsupported
 from .iteration import get_iter, items_of, length_of
 from .pyops import as_constant, binary_op, fold, getitem, truth, unary_op
-from .values import dict_storage
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -39,6 +38,7 @@ from .values import (
     TupleValue,
     UserObjectValue,
     Value,
+    dict_storage,
 )
 
 if TYPE_CHECKING:
@@ -480,13 +480,14 @@ def _never(reason: str, hint: str) -> Handler:
 
 
 BUILTINS[print] = _never("call to builtin print",
-                         "Printing happens at trace time only; remove the print or move it outside the compiled region.")
+                         "Printing happens at trace time only; remove the print or move it outside the "
+                         "compiled region.")
 BUILTINS[id] = _never("call to builtin id", "Object ids depend on the run; avoid id() in compiled code.")
 for _fn in (input, open, eval, exec, vars, locals, globals, breakpoint):
     BUILTINS[_fn] = _never(f"call to builtin {_fn.__name__}", "Move it outside the compiled region.")
 
 
-# -- namedtuples, pure constant functions (methods of containers: container_methods.py) -----------------------------------------------
+# -- namedtuples, pure constant functions (methods of containers: container_methods.py) -------------------
 def make_namedtuple(tx, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
     fields = cls._fields
     defaults = getattr(cls, "_field_defaults", {})
@@ -522,5 +523,7 @@ BUILTINS[math.floor] = lambda tx, args, kwargs: fold(math.floor, *_consts(args, 
 BUILTINS[math.ceil] = lambda tx, args, kwargs: fold(math.ceil, *_consts(args, "math.ceil"))
 
 
-from . import builtins_more  # noqa: E402,F401  (more rows: itertools, collections, operator, setattr...)
-from . import introspection  # noqa: E402,F401  (inspect.signature)
+from . import (  # noqa: E402  (rows that need the table above)
+    builtins_more,  # noqa: F401  (more rows: itertools, collections, operator, setattr...)
+    introspection,  # noqa: F401  (inspect.signature)
+)

@@ -27,8 +27,8 @@ from .values import (
     FunctionValue,
     GradModeValue,
     ModuleValue,
-    NewObjectValue,
     NestedFunctionValue,
+    NewObjectValue,
     NoOpContextValue,
     ObjectMethodValue,
     PartialValue,
@@ -100,7 +100,7 @@ def switch_grad_mode(tx: "Tracer", enabled: bool) -> None:
 
 def _tensor_method(tx: "Tracer", v: TensorMethodValue, args, kwargs) -> Value:
     if v.name in ("item", "tolist") and tx.gb.captures_scalars and not args and not kwargs:
-        from . import scalars                  # config.capture_scalar_outputs: a graph op
+        from . import scalars  # config.capture_scalar_outputs: a graph op
         return scalars.item(tx, v.tensor) if v.name == "item" else scalars.tolist(tx, v.tensor)
     if v.name in rules.TENSOR_METHODS_FORBIDDEN:
         hint = rules.TENSOR_METHODS_HINTS.get(v.name, "Keep this outside the compiled region.")
@@ -217,7 +217,8 @@ def _make_exception(cls: type, args, kwargs) -> Value:
 
 
 def is_plain_user_class(cls) -> bool:
-    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) or rules.is_trusted_module_name(cls.__module__):
+    if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta) \
+            or rules.is_trusted_module_name(cls.__module__):
         return False
     if cls.__module__ == "builtins" or issubclass(cls, torch.nn.Module) or "__slots__" in cls.__dict__:
         return False
@@ -296,7 +297,7 @@ def _user_object(tx: "Tracer", v: UserObjectValue, args, kwargs) -> Value:
     cls = type(v.obj)
     if getattr(v.obj, "__objclass__", None) in (dict, collections.OrderedDict) and args and \
             isinstance(dict_storage(args[0]), DictValue) and isinstance(v.obj, _DESCRIPTORS):
-        from .attrs import storage_method                 # dict.__setitem__(self, k, v) in a subclass
+        from .attrs import storage_method  # dict.__setitem__(self, k, v) in a subclass
         return call_value(tx, storage_method(dict_storage(args[0]), v.obj.__name__), args[1:], kwargs)
     idx, raw = mro_lookup(cls, "__call__")
     if idx < 0 or raw is object.__call__:

@@ -38,9 +38,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import _C
-
 from .resume import CannotResume
-from .sources import AttrSource, GenericAttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from .sources import AttrSource, ClosureSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source
 from .values import (
     AutocastValue,
     BoundMethodValue,
@@ -297,7 +296,8 @@ class RunnerBuilder:
         body = ([f"outs = {graph_call}"] if graph_call else []) + self.preload + side_effects + self.lines + body_tail
         if self.exits:
             handler = [f"    {e}(*sys.exc_info())" for e in reversed(self.exits)]
-            body = self.exit_decls + ["try:"] + ["    " + ln for ln in body] + ["except BaseException:"] + handler + ["    raise"]
+            body = (self.exit_decls + ["try:"] + ["    " + ln for ln in body]
+                    + ["except BaseException:"] + handler + ["    raise"])
         return "\n".join([f"def {fname}({params}):"] + ["    " + ln for ln in body]) + "\n"
 
     def build(self, source_text: str) -> types.FunctionType:

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import inspect
 
-from . import (exceptions, ops_binary, ops_build, ops_calls, ops_control,  # noqa: F401  (fill HANDLERS)
-               ops_load_store)
+from . import exceptions, ops_binary, ops_build, ops_calls, ops_control, ops_load_store  # noqa: F401  (fill HANDLERS)
 from .capture import CapturedGraph, FrameState
 from .exc import Unsupported
 from .output import OutputBuilder
 from .tracer import Tracer
-
 
 _NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 

@@ -19,13 +19,13 @@ from typing import Any, Callable
 
 import torch
 import torch.fx
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
     FakeTensorMode,
     UnsupportedOperatorException,
 )
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from . import scalars
 from .exc import TorchRuntimeError, Unsupported

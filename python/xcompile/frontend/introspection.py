@@ -15,8 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 from .builtins_rules import builtin
 from .exc import PythonError, Unsupported
-from .values import (BoundMethodValue, ClassValue, ConstantValue, DictValue, FunctionValue, ModuleValue,
-                     NestedFunctionValue, PartialValue, Value, real_object)
+from .values import (
+    BoundMethodValue,
+    ClassValue,
+    ConstantValue,
+    DictValue,
+    ModuleValue,
+    NestedFunctionValue,
+    PartialValue,
+    Value,
+    real_object,
+)
 
 if TYPE_CHECKING:
     from .tracer import Tracer

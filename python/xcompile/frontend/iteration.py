@@ -4,20 +4,20 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .exc import Unsupported
-from .values import dict_storage
 from .values import (
     ConstantValue,
     DictValue,
     DictViewValue,
     GeneratorValue,
-    LazyIterValue,
     IteratorValue,
+    LazyIterValue,
     ListValue,
     ModuleValue,
     SetValue,
     TensorValue,
     TupleValue,
     Value,
+    dict_storage,
 )
 
 if TYPE_CHECKING:

@@ -1,6 +1,8 @@
 """Opcode handlers: jumps, loops, returns, `with` blocks, generators, raise."""
 from __future__ import annotations
 
+import sys
+
 from ..bytecode.instructions import Instr
 from ..bytecode.versions import facts_for
 from .exc import Unsupported
@@ -11,12 +13,10 @@ from .tracer import Frame, handler
 from .values import (
     ConstantValue,
     ContextExitValue,
-    GradModeValue,
     GeneratorValue,
+    GradModeValue,
     NoOpContextValue,
 )
-
-import sys
 
 _FACTS = facts_for(sys.version_info[:2])
 

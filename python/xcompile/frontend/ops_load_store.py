@@ -5,8 +5,8 @@ from ..bytecode.instructions import Instr
 from .attrs import AttrMissing, load_attr, super_attr
 from .exc import PythonError, Unsupported
 from .side_effects import DELETED
-from .user_objects import delete_attribute, store_attribute
 from .tracer import NULL, Frame, handler
+from .user_objects import delete_attribute, store_attribute
 from .values import CellValue, ClassValue, ConstantValue, LazyValue, NullValue, SuperValue
 
 

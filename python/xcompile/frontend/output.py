@@ -14,8 +14,17 @@ import torch
 from .exc import Unsupported
 from .scalars import SymScalarValue
 from .sources import Source
-from .values import (ConstantValue, DictValue, ListValue, NewObjectValue, SetValue, TensorValue, TupleValue, Value,
-                     real_object)
+from .values import (
+    ConstantValue,
+    DictValue,
+    ListValue,
+    NewObjectValue,
+    SetValue,
+    TensorValue,
+    TupleValue,
+    Value,
+    real_object,
+)
 
 if TYPE_CHECKING:
     from .tracer import Tracer

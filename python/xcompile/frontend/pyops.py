@@ -13,7 +13,6 @@ from . import scalars
 from .exc import PythonError, Unsupported
 from .iteration import items_of
 from .scalars import is_sym
-from .values import dict_storage
 from .values import (
     ConstantValue,
     DictValue,
@@ -24,6 +23,7 @@ from .values import (
     TensorValue,
     TupleValue,
     Value,
+    dict_storage,
     is_constant,
     real_object,
 )
@@ -314,7 +314,7 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
                     return r
             if container.default_factory is None:
                 raise PythonError.of(KeyError(k))
-            from .calls import call_value                     # defaultdict: insert factory()
+            from .calls import call_value  # defaultdict: insert factory()
             note_mutation(tx, container)
             container.items[k] = call_value(tx, container.default_factory, [], {})
         v = container.items[k] = tx.resolve(container.items[k])

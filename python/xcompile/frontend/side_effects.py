@@ -33,7 +33,6 @@ the replacement code of a frame with graph breaks calls ``EffectPlan.apply`` its
 from __future__ import annotations
 
 import collections
-
 import dis
 import types
 import weakref
@@ -534,4 +533,5 @@ def with_side_effects(captured, compiled: Callable, n_inputs: int, guard=None) -
     return wrap_compiled(compiled, plan, n_inputs, guard), n_inputs + plan.n_objects
 
 
-__all__ = ["DELETED", "BlindList", "EffectPlan", "StaticAttr", "static_attr_report", "SideEffects", "with_side_effects", "wrap_compiled"]
+__all__ = ["DELETED", "BlindList", "EffectPlan", "StaticAttr", "static_attr_report", "SideEffects",
+           "with_side_effects", "wrap_compiled"]

@@ -7,8 +7,16 @@ Slots: ``[0, n_inputs)`` are the graph's inputs, then one slot per pass-through 
 from __future__ import annotations
 
 from .. import _C
-from ..frontend.sources import (AttrSource, GenericAttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource,
-                                LocalSource, Source)
+from ..frontend.sources import (
+    AttrSource,
+    ClosureCellSource,
+    ClosureSource,
+    GenericAttrSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    Source,
+)
 from . import spec
 
 

@@ -9,7 +9,8 @@ from ..frontend.sources import Source
 # The closed set of guard kinds.  Each lowers to one C++ leaf (guards/lower.py).
 TYPE_MATCH = "TYPE_MATCH"          # type(v) is value                        (value: a type)
 ID_MATCH = "ID_MATCH"              # v is value                              (value: any object)
-EQUALS_MATCH = "EQUALS_MATCH"      # type(v) is type(value) and v == value   (value: None/bool/int/float/str/tuple of these)
+# type(v) is type(value) and v == value   (value: None/bool/int/float/str/tuple of these)
+EQUALS_MATCH = "EQUALS_MATCH"
 LENGTH_CHECK = "LENGTH_CHECK"      # len(v) == value                         (value: int; list/tuple/dict)
 TENSOR_MATCH = "TENSOR_MATCH"      # same type, dispatch keys, dtype, device, sizes, strides, requires_grad as value
 MODULE_TREE = "MODULE_TREE"        # v is value and no dict of the module tree (or global hooks) changed

@@ -554,9 +554,11 @@ class CppKernelWriter:
         inner, outer = nest.xvars[n - 1], nest.xvars[n - 2]
         si, so = nest.xsizes[n - 1], nest.xsizes[n - 2]
         decl = [f"{ct} {t}[{TILE}][{TILE + 1}];" for t, ct, _ in self.tiles]
-        return decl + [f"for (int64_t {inner} = {inner}_t; {inner} < ({inner}_t + {TILE} < {si} ? {inner}_t + {TILE} : {si}); {inner}++)",
+        in_end = f"({inner}_t + {TILE} < {si} ? {inner}_t + {TILE} : {si})"
+        out_end = f"({outer}_t + {TILE} < {so} ? {outer}_t + {TILE} : {so})"
+        return decl + [f"for (int64_t {inner} = {inner}_t; {inner} < {in_end}; {inner}++)",
                        "{", "    #pragma omp simd",
-                       f"    for (int64_t {outer} = {outer}_t; {outer} < ({outer}_t + {TILE} < {so} ? {outer}_t + {TILE} : {so}); {outer}++)",
+                       f"    for (int64_t {outer} = {outer}_t; {outer} < {out_end}; {outer}++)",
                        "    {"] + ["        " + f for _, _, f in self.tiles] + ["    }", "}"]
 
     def transposing(self) -> bool:

@@ -24,8 +24,19 @@ import sympy
 from torch.utils import _pytree as pytree
 
 from .. import config, log
-from .ir import (ExternNode, FloorDiv, InlineOps, KernelGraph, LoopNode, ModIndex, ReadRecorder, TensorRef,
-                 index_var, record, simplify_index)
+from .ir import (
+    ExternNode,
+    FloorDiv,
+    InlineOps,
+    KernelGraph,
+    LoopNode,
+    ModIndex,
+    ReadRecorder,
+    TensorRef,
+    index_var,
+    record,
+    simplify_index,
+)
 
 LOOKBACK = 8
 

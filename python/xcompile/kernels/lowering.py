@@ -12,12 +12,10 @@ from typing import Callable, Sequence
 
 import sympy
 import torch
+import torch.fx
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
 from torch._prims_common import elementwise_dtypes
 
-import torch.fx
-
-from .. import config
 from .graph import TV, GraphLowering
 from .ir import Layout
 

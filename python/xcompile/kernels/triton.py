@@ -138,7 +138,8 @@ TRITON_OPS = {
     "logical_not": "{0} == 0", "isnan": "{0} != {0}", "square": "{0} * {0}",
     "abs": "tl.abs({0})", "sqrt": "tl.sqrt({0})", "rsqrt": "tl.rsqrt({0})", "exp": "tl.exp({0})",
     "exp2": "tl.exp2({0})", "log": "tl.log({0})", "log2": "tl.log2({0})", "log10": "tl.log({0}) * 0.4342944819032518",
-    "sin": "tl.sin({0})", "cos": "tl.cos({0})", "tan": "tl.sin({0}) / tl.cos({0})", "erf": "tl.erf({0})", "erf_approx": "tl.erf({0})",
+    "sin": "tl.sin({0})", "cos": "tl.cos({0})", "tan": "tl.sin({0}) / tl.cos({0})", "erf": "tl.erf({0})",
+    "erf_approx": "tl.erf({0})",
     "erfc": "1.0 - tl.erf({0})", "sigmoid": "tl.sigmoid({0})", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
     "trunc": "_trunc({0})", "round": "_rint({0})", "expm1": "_expm1({0})", "log1p": "_log1p({0})",
     "tanh": "_tanh({0})", "sinh": "0.5 * (tl.exp({0}) - tl.exp(-{0}))", "cosh": "0.5 * (tl.exp({0}) + tl.exp(-{0}))",
@@ -472,7 +473,8 @@ class TritonKernelWriter:
             adt = self.acc_dtype(rtype, sdt)
             init = self._init(rtype, sdt)
             if rtype == "welford":
-                out.append(f"{acc}_vm = tl.zeros([XBLOCK, RBLOCK], {adt}); {acc}_vm2 = tl.zeros([XBLOCK, RBLOCK], {adt}); "
+                out.append(f"{acc}_vm = tl.zeros([XBLOCK, RBLOCK], {adt}); "
+                           f"{acc}_vm2 = tl.zeros([XBLOCK, RBLOCK], {adt}); "
                            f"{acc}_vw = tl.zeros([XBLOCK, RBLOCK], {adt})")
             else:
                 out.append(f"{acc}_v = tl.full([XBLOCK, RBLOCK], {init}, {adt})")
@@ -489,7 +491,8 @@ class TritonKernelWriter:
                             f"{acc}_vw = tl.where({m}, {acc}_nw, {acc}_vw)"]
             elif rtype in ("argmax", "argmin"):
                 cmp = ">" if rtype == "argmax" else "<"
-                updates += [f"{acc}_take = {m} & (({value} {cmp} {acc}_v) | (({value} != {value}) & ({acc}_v == {acc}_v)))",
+                nan_first = f"(({value} != {value}) & ({acc}_v == {acc}_v))"
+                updates += [f"{acc}_take = {m} & (({value} {cmp} {acc}_v) | {nan_first})",
                             f"{acc}_v = tl.where({acc}_take, {value}, {acc}_v)",
                             f"{acc}_vi = tl.where({acc}_take, ({rindex} + 0 * rindex).to(tl.int64), {acc}_vi)"]
             else:
