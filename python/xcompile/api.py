@@ -17,6 +17,7 @@ from . import _C
 from .backends.registry import INDUCTOR_OPTIONS
 from .code_states import EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
 from .convert_frame import ConvertFrame, RunOnly
+from .frontend import tracing_rules
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEFAULT_BACKEND = "inductor"
@@ -256,3 +257,6 @@ class OptimizedModule(torch.nn.Module):
 
     def __repr__(self):
         return f"OptimizedModule({self._orig_mod!r})"
+
+
+tracing_rules.register_optimized_module_class(OptimizedModule)   # traced as the module it wraps

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 
 from . import config
-from .frontend import tracing_rules
+from .frontend import codegen, tracing_rules
 from .frontend.tracing_rules import ForbiddenInGraph
 
 
@@ -130,6 +130,9 @@ tracing_rules.mark(allow_in_graph, "mark_allow")
 tracing_rules.mark(nonstrict_trace, "mark_nonstrict")
 tracing_rules.mark(error_on_graph_break, "eogb_factory")
 tracing_rules.register_eogb_class(ErrorOnGraphBreak)
+codegen.register_context_remaker(
+    tracing_rules.ErrorOnGraphBreakValue,
+    lambda b, ctx: b.assign(f"{b.const(ErrorOnGraphBreak)}({ctx.flag})", "ctx"))
 
 __all__ = [
     "ErrorOnGraphBreak",

@@ -453,18 +453,17 @@ _MAKERS = {
 _CONTEXT_REMAKERS: dict[type, Any] = {}
 
 
-def _remake_eogb(b: RunnerBuilder, ctx) -> str:
-    from ..api_tracing import ErrorOnGraphBreak
-    return b.assign(f"{b.const(ErrorOnGraphBreak)}({ctx.flag})", "ctx")
+def register_context_remaker(value_cls: type, remake) -> None:
+    """How a runner makes a fresh context object for an active ``with`` block whose context is a
+    ``value_cls`` value: ``remake(builder, ctx) -> expression``."""
+    _CONTEXT_REMAKERS[value_cls] = remake
 
 
 def _register() -> None:
     from .scalars import SymScalarValue
-    from .tracing_rules import ErrorOnGraphBreakValue
-    _CONTEXT_REMAKERS[ErrorOnGraphBreakValue] = _remake_eogb
     _MAKERS[SymScalarValue] = lambda b, v: b.tensor_output(v)   # a captured scalar: a graph output
 
 
 _register()
 
-__all__ = ["CannotResume", "RunnerBuilder"]
+__all__ = ["CannotResume", "RunnerBuilder", "register_context_remaker"]

@@ -484,7 +484,6 @@ def _rebuilt_as(v: Value, obj: Any, source) -> Value:
 
 
 def _register_interpreter_rows() -> None:
-    from ..api import OptimizedModule
     from .calls import _CALLERS, CONTEXT_VALUES
     from .values import _REAL_OBJECT_FIELD
     _CALLERS[TracingApiValue] = _call_tracing_value
@@ -492,10 +491,14 @@ def _register_interpreter_rows() -> None:
     _REAL_OBJECT_FIELD[TracingApiValue] = "obj"
     CONTEXT_VALUES[ErrorOnGraphBreakValue] = (_enter_eogb, _exit_eogb)
     SPECIAL_TYPES[_C.CompiledFunction] = _identity(_compiled_function)
-    SPECIAL_TYPES[OptimizedModule] = _identity(_optimized_module)
     SPECIAL_TYPES[types.MethodType] = _bound_method
     SPECIAL_TYPES[types.FunctionType] = _nested_function
     SPECIAL_TYPES[_C.ContextExit] = _held_exit
+
+
+def register_optimized_module_class(cls: type) -> None:
+    """``xcompile.compile(module)``'s result (api.OptimizedModule): traced as the module it wraps."""
+    SPECIAL_TYPES[cls] = _identity(_optimized_module)
 
 
 def register_eogb_class(cls: type) -> None:
