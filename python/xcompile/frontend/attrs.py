@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from ..guards.sources import AttrSource, GenericAttrSource, ItemSource, Source
 from . import rules
 from .exc import PythonError, Unsupported
-from .sources import AttrSource, GenericAttrSource, ItemSource, Source
 from .values import (
     BoundMethodValue,
     BuiltinValue,

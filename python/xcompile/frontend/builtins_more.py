@@ -414,7 +414,7 @@ def lru_cached_call(tx, args, kwargs):
                               "The call runs eagerly and is answered from the cache.")
         return ConstantValue(result)
     wsrc = wrapper_v.source
-    from .sources import AttrSource
+    from ..guards.sources import AttrSource
     fn = FunctionValue(wrapper.__wrapped__, source=AttrSource(wsrc, "__wrapped__") if wsrc else None,
                        covered=wrapper_v.covered)
     from .calls import call_value

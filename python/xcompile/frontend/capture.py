@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
+from ..guards.sources import Source
 from ..guards.spec import GuardSet
-from .sources import Source
 
 
 @dataclass

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from .. import _C
+from ..guards.sources import AttrSource, ClosureSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source
 from .resume import CannotResume
-from .sources import AttrSource, ClosureSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source
 from .values import (
     AutocastValue,
     BoundMethodValue,

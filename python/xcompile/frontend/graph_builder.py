@@ -27,9 +27,9 @@ from torch._subclasses.fake_tensor import (
 )
 from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from . import scalars
 from .exc import TorchRuntimeError, Unsupported
-from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from .values import (
     ConstantValue,
     DictValue,

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 import torch
 from torch.nn.modules import module as nn_module
 
+from ..guards.sources import AttrSource, ItemSource
 from .attrs import _MISSING, AttrMissing, bind_class_member, class_member_source, mro_lookup, object_attr
 from .exc import Unsupported
-from .sources import AttrSource, ItemSource
 from .values import (
     ConstantValue,
     DictValue,

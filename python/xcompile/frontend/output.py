@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..guards.sources import Source
 from .exc import Unsupported
 from .scalars import SymScalarValue
-from .sources import Source
 from .values import (
     ConstantValue,
     DictValue,

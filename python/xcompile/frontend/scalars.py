@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.fx
 
+from ..guards.sources import Source
 from .exc import Unsupported
-from .sources import Source
 from .values import ConstantValue, ListValue, TensorValue, Value
 
 if TYPE_CHECKING:

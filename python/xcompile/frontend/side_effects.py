@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from ..guards.sources import AttrSource, ItemSource, Source
 from .exc import Unsupported
-from .sources import AttrSource, ItemSource, Source
 from .values import (
     CellValue,
     ConstantValue,

@@ -21,12 +21,12 @@ import torch
 
 from ..bytecode.instructions import Instr, decode
 from ..guards.build import GuardBuilder
+from ..guards.sources import AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource, Source
 from ..handlers import PENDING, raise_pending
 from . import rules, tracing_rules
 from .exc import PythonError, Unsupported
 from .graph_builder import GraphBuilder
 from .side_effects import DELETED, SideEffects
-from .sources import AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource, Source
 from .values import (
     NULL,
     CellValue,
@@ -281,7 +281,7 @@ class Tracer:
 
 
 def _local_source(name: str, index: int):
-    from .sources import LocalSource
+    from ..guards.sources import LocalSource
     return LocalSource(name, index)
 
 

@@ -38,8 +38,8 @@ import torch.utils.checkpoint
 
 from .. import _C
 from ..code_states import NONRECURSIVE_SKIPS, SKIP
+from ..guards.sources import AttrSource
 from .exc import Unsupported
-from .sources import AttrSource
 from .values import ConstantValue, DictValue, FunctionValue, ListValue, TupleValue, Value
 
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from .sources import Source
+from ..guards.sources import Source
 
 # Python values that are immutable and foldable: a ConstantValue may hold these (and tuples,
 # frozensets, slices of them).

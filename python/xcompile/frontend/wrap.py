@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, Source
 from . import rules, tracing_rules
 from .exc import Unsupported
-from .sources import AttrSource, ClosureSource, GlobalSource, ItemSource, Source
 from .values import (
     BoundMethodValue,
     BuiltinValue,

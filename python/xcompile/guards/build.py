@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import torch
 
-from ..frontend.sources import Source
 from . import spec
+from .sources import Source
 
 # EQUALS_MATCH values (spec: None/bool/int/float/str/tuple of these).  The C++ leaf also takes
 # bytes, torch.dtype (by identity) and torch.device (by value: a fresh ``torch.device('cpu')``

@@ -7,7 +7,8 @@ Slots: ``[0, n_inputs)`` are the graph's inputs, then one slot per pass-through 
 from __future__ import annotations
 
 from .. import _C
-from ..frontend.sources import (
+from . import spec
+from .sources import (
     AttrSource,
     ClosureCellSource,
     ClosureSource,
@@ -17,7 +18,6 @@ from ..frontend.sources import (
     LocalSource,
     Source,
 )
-from . import spec
 
 
 def _same(v):

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..frontend.sources import Source
+from .sources import Source
 
 # The closed set of guard kinds.  Each lowers to one C++ leaf (guards/lower.py).
 TYPE_MATCH = "TYPE_MATCH"          # type(v) is value                        (value: a type)
