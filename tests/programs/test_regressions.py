@@ -278,3 +278,16 @@ def test_input_written_after_break_was_saved_by_min_cut(backend):
             a2.addcmul_(acc, acc)
             return (a2, )
         """, args_with_leaves(nonleaf(4, 3)), backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_view_of_intermediate_made_under_no_grad_is_returned(backend):
+    # seed 2483 (aot_eager, BackendCompilerFailed), minimized by hand: v11 requires grad but has
+    # no grad_fn (eager: a leaf); the joint trace asked autograd for its gradient and failed
+    _check("""
+        def f(a1):
+            v5 = 1 - a1
+            with torch.set_grad_enabled(False):
+                v11 = v5[0]
+            return v11, v5[1:] * 2
+        """, args_with_leaves(nonleaf(5, 2)), backend, calls=2)

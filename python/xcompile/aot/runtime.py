@@ -45,6 +45,8 @@ class TrainingArtifact:
         self.diff_outs = tuple(schema.diff_fw_outs)
         self.non_diff_outs = tuple(i for i, o in enumerate(schema.fw_outs) if not o.requires_grad)
         self.deview = tuple(o.index for o in schema.outputs if o.kind is OutputKind.PLAIN and o.deview)
+        # views of intermediates made under no_grad: returned as leaves that require grad
+        self.leaf_outs = tuple(o.index for o in schema.outputs if o.kind is OutputKind.PLAIN and o.no_grad)
         self.grad_slots = tuple(grad_slots)
         self.tangent_meta = tuple((schema.fw_outs[i].size, schema.fw_outs[i].dtype, schema.fw_outs[i].device)
                                   for i in self.diff_outs)
@@ -249,7 +251,11 @@ class CompiledProgram:
                 art = self._training.get(flags) or self.training(flags)
                 if art is _EAGER:
                     return self._eager(*inputs)
-                return self._finish(primals, _apply(art, primals))
+                outs = _apply(art, primals)
+                if art.leaf_outs:
+                    for i in art.leaf_outs:
+                        outs[i].requires_grad_()
+                return self._finish(primals, outs)
         inference = self._inference or self.inference()
         return self._finish(primals, inference(*primals))
 

@@ -50,7 +50,8 @@ class OutputInfo:
     deview: bool = False       # PLAIN output that is a view of a hidden intermediate
     base_stride: tuple[int, ...] = ()   # the base's strides when traced (views are rebuilt for these)
     detach: bool = False       # INPUT_VIEW reached through detach(): shares the input's memory, no grad
-    no_grad: bool = False      # INPUT_VIEW made under no_grad: rebuilt under no_grad, as eager made it
+    no_grad: bool = False      # a view made under no_grad (requires grad, no grad_fn): an INPUT_VIEW or
+                               # BASE_VIEW is rebuilt under no_grad, a PLAIN one is a fresh leaf
 
     def describe(self) -> str:
         return f"{self.kind.value}[{self.index}]"
@@ -225,6 +226,12 @@ def _meta_change(k: int, p: torch.Tensor, offset_before: int) -> MetaChange:
     return MetaChange(k, size, stride, offset - offset_before)
 
 
+def _no_grad_view(o: torch.Tensor) -> bool:
+    """A view of a graph intermediate made under no_grad: it requires grad, yet it has no
+    grad_fn and no gradient flows through it (eager treats it as a leaf)."""
+    return bool(o.requires_grad and o.grad_fn is None and o._is_view())
+
+
 def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
               grad_fns_before: list | None = None, offsets_before: list | None = None) -> Schema:
     for i, o in enumerate(outs):
@@ -294,7 +301,9 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
         members = groups[root_of[i]]
         if root is o or len(members) == 1:
             hidden_view = root is not o
-            infos[i] = OutputInfo(OutputKind.PLAIN, add_fw_out(("out", i), o), deview=hidden_view)
+            ng = _no_grad_view(o)
+            infos[i] = OutputInfo(OutputKind.PLAIN, add_fw_out(("out", i), o, False if ng else None),
+                                  deview=hidden_view, no_grad=ng)
             if root is o:
                 base_slot[id(root)] = infos[i].index
     # then the hidden bases of groups of outputs that alias one another
@@ -306,7 +315,8 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
             base_slot[key] = add_fw_out(("base_of", members[0]), root)
         for i in members:
             if infos[i] is None:
-                infos[i] = _view_info(outs[i], root, OutputKind.BASE_VIEW, base_slot[key])
+                infos[i] = dataclasses.replace(_view_info(outs[i], root, OutputKind.BASE_VIEW, base_slot[key]),
+                                               no_grad=_no_grad_view(outs[i]))
     # then the new values of mutated inputs; a write autograd did not see is not differentiable:
     # one under no_grad (``with torch.no_grad(): w.clamp_(...)``) or through a detached alias
     # (``w.detach().renorm_(...)``, as F.embedding(max_norm=...) does). Either leaves w's
