@@ -18,10 +18,19 @@ def eager(gm: torch.fx.GraphModule, example_inputs: list):
     return gm.forward
 
 
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def captured_scalar_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    """Nodes that compute captured scalars (``item`` and Python arithmetic on its result): the
+    frontend's example value of such a node is a SymInt/SymFloat/SymBool."""
+    return [n for n in gm.graph.nodes if isinstance(n.meta.get("example_value"), _SYM_TYPES)
+            or (n.op == "call_method" and n.target in ("item", "tolist"))]
+
+
 def scalar_graph(gm: torch.fx.GraphModule, backend: str):
     """The graph's runner if it holds captured scalars (see the module doc), else None."""
-    from ..frontend.scalars import graph_scalar_nodes
-    nodes = graph_scalar_nodes(gm)
+    nodes = captured_scalar_nodes(gm)
     if not nodes:
         return None
     log.log("fallbacks", "whole graph eager (%s): %d captured scalar op(s) (%s)", backend, len(nodes),

@@ -261,11 +261,5 @@ def check_static(fake: Any, what: str) -> None:
             check_static(f, what)
 
 
-def graph_scalar_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    """Nodes of a frontend graph that compute captured scalars (``item`` and arithmetic on them)."""
-    return [n for n in gm.graph.nodes if is_sym_result(n.meta.get("example_value"))
-            or (n.op == "call_method" and n.target in ("item", "tolist"))]
-
-
-__all__ = ["SymScalarValue", "binary", "call_builtin", "check_static", "enabled", "graph_scalar_nodes", "item",
+__all__ = ["SymScalarValue", "binary", "call_builtin", "check_static", "enabled", "item",
            "is_sym", "needs_value", "to_tensor", "tolist", "truth", "unary"]
