@@ -149,7 +149,7 @@ class ConvertFrame:
                           f"{self._xc_backend_key!r}")
             else:
                 reason = f"{churn} entries were dropped after at most one call (an object they guard died)"
-            for o in list(graph_break_observers()):
+            for o in log.observers():
                 if hasattr(o, "on_recompile"):
                     o.on_recompile(code, reason or "(unknown)")
             if self.guard_fail_fn is not None:
@@ -234,7 +234,7 @@ class ConvertFrame:
             # no ops (its outputs are its inputs): the backend is not asked, as torch.compile
             # does, except that fullgraph=True compiles a frame that returns its inputs
             return gm.forward
-        for o in list(graph_break_observers()):
+        for o in log.observers():
             o.on_graph(code, gm, captured.guards)
         dynamic_mark_warning(_where(code), captured.example_inputs, [str(s) for s in captured.input_sources])
         grad_on = contextlib.nullcontext()
@@ -381,11 +381,6 @@ def _instance_of(code: types.CodeType, f_locals: dict):
 def _tagged(entry, code, f_locals):
     entry.tag = _instance_of(code, f_locals)
     return entry
-
-
-def graph_break_observers() -> list:
-    from .frontend.graph_break import observers
-    return observers
 
 
 class RunOnly:

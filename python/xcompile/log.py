@@ -65,6 +65,25 @@ def log(artifact: str, msg: str, *args) -> None:
         _logger(artifact).debug(msg, *args)
 
 
+# Observers of the compiler (xcompile.explain, CompileProfiler, tests): objects with
+# on_break(record) and on_graph(code, gm, guards), and optionally on_recompile(code, reason).
+_OBSERVERS: list = []
+
+
+def add_observer(observer) -> None:
+    _OBSERVERS.append(observer)
+
+
+def remove_observer(observer) -> None:
+    if observer in _OBSERVERS:
+        _OBSERVERS.remove(observer)
+
+
+def observers() -> tuple:
+    """The observers now (a snapshot: one may remove itself while being told)."""
+    return tuple(_OBSERVERS)
+
+
 def _from_env() -> None:
     spec = os.environ.get("XCOMPILE_LOGS", "").strip()
     if not spec:

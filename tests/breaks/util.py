@@ -7,12 +7,12 @@ import torch
 
 import xcompile
 import xcompile.testing
-from xcompile.frontend import graph_break
+from xcompile import log
 from xcompile.testing import captured_logs, graph_break_logs  # noqa: F401  (shared with tests/reference)
 
 
 class BreakCounter:
-    """Observer of graph breaks (graph_break.observers)."""
+    """Observer of graph breaks (xcompile.log.add_observer)."""
 
     def __init__(self):
         self.records = []
@@ -24,11 +24,11 @@ class BreakCounter:
         pass
 
     def __enter__(self):
-        graph_break.observers.append(self)
+        log.add_observer(self)
         return self
 
     def __exit__(self, *exc):
-        graph_break.observers.remove(self)
+        log.remove_observer(self)
 
 
 def same(a, e, path="out"):

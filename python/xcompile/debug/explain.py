@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from .. import log
+
 
 def _is_op(n: torch.fx.Node) -> bool:
     return n.op in ("call_function", "call_method", "call_module") and n.target is not torch._C._set_grad_enabled
@@ -114,14 +116,13 @@ def explain(fn, *args, **kwargs):
 
     def run(*call_args, **call_kwargs) -> ExplainOutput:
         from .. import api
-        from ..frontend import graph_break
         rec = _Recorder()
         api.reset()
-        graph_break.observers.append(rec)
+        log.add_observer(rec)
         try:
             api.compile(fn, backend=rec.backend)(*call_args, **call_kwargs)
         finally:
-            graph_break.observers.remove(rec)
+            log.remove_observer(rec)
             api.reset()
         return rec.out
 

@@ -15,6 +15,8 @@ from collections import Counter
 
 import torch
 
+from .. import log
+
 
 class CompileProfiler:
     def __init__(self):
@@ -44,16 +46,13 @@ class CompileProfiler:
 
     def __enter__(self):
         from .. import config
-        from ..frontend import graph_break
         self._patch = config.patch(cache_size_limit=1)
         self._patch.__enter__()
-        graph_break.observers.append(self)
+        log.add_observer(self)
         return self
 
     def __exit__(self, *exc):
-        from ..frontend import graph_break
-        if self in graph_break.observers:
-            graph_break.observers.remove(self)
+        log.remove_observer(self)
         self._patch.__exit__(*exc)
         return False
 

@@ -126,8 +126,6 @@ def _complete(e: Unsupported) -> Unsupported:
 
 
 _seen_breaks: set[tuple] = set()
-# Observers (xcompile.explain, tests): objects with on_break(record) / on_graph(code, gm, guards).
-observers: list[Any] = []
 
 
 def report_break(record: BreakRecord) -> None:
@@ -135,7 +133,7 @@ def report_break(record: BreakRecord) -> None:
     duplicate = key in _seen_breaks
     _seen_breaks.add(key)
     log.log("graph_breaks", "%s", record.log_text(duplicate))
-    for o in observers:
+    for o in log.observers():
         o.on_break(record)
 
 
@@ -497,4 +495,4 @@ class _Plan:
         return f"{fn}({', '.join(args)})"
 
 
-__all__ = ["BreakRecord", "BrokenFrame", "EagerFrame", "WholeFrame", "capture", "observers", "report_break"]
+__all__ = ["BreakRecord", "BrokenFrame", "EagerFrame", "WholeFrame", "capture", "report_break"]
