@@ -1,17 +1,17 @@
 """The whole conformance table: every family's cases, in one list, for parametrization."""
 from . import (
+               programs_append_only,
                programs_arith,
-               programs_builtins2,
-               programs_control2,
-               programs_dictsub3,
-               programs_effects2,
-               programs_effects3,
-               programs_exceptions2,
-               programs_generators3,
+               programs_builtins,
+               programs_control,
+               programs_dict_subclasses,
+               programs_exceptions,
+               programs_generator_protocol,
                programs_indexing,
                programs_modules,
-               programs_objects2,
+               programs_objects,
                programs_ops,
+               programs_outside_effects,
                programs_python,
                programs_reductions,
                programs_state,
@@ -21,8 +21,8 @@ from . import (
 FAMILIES = (programs_arith, programs_views, programs_reductions, programs_indexing, programs_modules,
             programs_python, programs_state, programs_ops,
             # frontend breadth (issue 3)
-            programs_control2, programs_exceptions2, programs_objects2, programs_effects2, programs_builtins2,
-            programs_generators3, programs_effects3, programs_dictsub3)
+            programs_control, programs_exceptions, programs_objects, programs_outside_effects, programs_builtins,
+            programs_generator_protocol, programs_append_only, programs_dict_subclasses)
 
 ALL_CASES = [case for family in FAMILIES for case in family.T.cases]
 CASE_IDS = [case.name for case in ALL_CASES]

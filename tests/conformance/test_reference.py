@@ -35,17 +35,17 @@ REFERENCE_BUGS = {
     "control.yield_from_return_value": "torch.compile (2.13) gives None for the value of `yield from`",
     "effects.global_defined_by_the_function": "torch.compile (2.13) cannot read back a global that the "
                                               "function itself defines (\"failed to find name in frame builtins\")",
-    "generators3.send_after_exhaustion_stop_iteration": "torch.compile (2.13): Unsupported python_type() call",
-    "generators3.throw_caught_changes_state": "torch.compile (2.13): throw(ValueError) is an Observed exception",
-    "generators3.yield_from_send_and_return_value": "torch.compile (2.13): Unreachable sub-generator code",
-    "generators3.yield_from_throw_inner_then_outer": "torch.compile (2.13): Observed exception",
-    "generators3.yield_from_close_inner_first": "torch.compile (2.13) gives a log of length 1, eager 2",
-    "effects3.append_extend_global_list": "torch.compile (2.13) guards an append-only list's length: recompiles",
-    "effects3.clear_then_append_global_list": "torch.compile (2.13) guards an append-only list's length: recompiles",
-    "effects3.module_list_attribute_append": "torch.compile (2.13) guards an append-only list's length: recompiles",
-    "effects3.closure_list_append": "torch.compile (2.13) guards an append-only list's length: recompiles",
-    "dictsub3.outside_set_add_discard": "torch.compile (2.13) guards a written-only set's contents: recompiles",
-    "dictsub3.module_set_attribute_update": "torch.compile (2.13) guards a written-only set's contents: "
+    "generator_protocol.send_after_exhaustion_stop_iteration": "torch.compile (2.13): Unsupported python_type() call",
+    "generator_protocol.throw_caught_changes_state": "torch.compile (2.13): throw(ValueError) is an Observed exception",
+    "generator_protocol.yield_from_send_and_return_value": "torch.compile (2.13): Unreachable sub-generator code",
+    "generator_protocol.yield_from_throw_inner_then_outer": "torch.compile (2.13): Observed exception",
+    "generator_protocol.yield_from_close_inner_first": "torch.compile (2.13) gives a log of length 1, eager 2",
+    "append_only.append_extend_global_list": "torch.compile (2.13) guards an append-only list's length: recompiles",
+    "append_only.clear_then_append_global_list": "torch.compile (2.13) guards an append-only list's length: recompiles",
+    "append_only.module_list_attribute_append": "torch.compile (2.13) guards an append-only list's length: recompiles",
+    "append_only.closure_list_append": "torch.compile (2.13) guards an append-only list's length: recompiles",
+    "dict_subclasses.outside_set_add_discard": "torch.compile (2.13) guards a written-only set's contents: recompiles",
+    "dict_subclasses.module_set_attribute_update": "torch.compile (2.13) guards a written-only set's contents: "
                                             "recompiles",
 }
 

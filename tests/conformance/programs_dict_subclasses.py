@@ -12,7 +12,7 @@ from torch import nn
 
 from .harness import CaseTable, rn
 
-T = CaseTable("dictsub3")
+T = CaseTable("dict_subclasses")
 
 
 class ModelOutput(OrderedDict):

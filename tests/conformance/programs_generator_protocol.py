@@ -3,7 +3,7 @@ through ``yield from`` as well; finally blocks and StopIteration after exhaustio
 
 from .harness import CaseTable, rn
 
-T = CaseTable("generators3")
+T = CaseTable("generator_protocol")
 
 
 def _running_sum(x):

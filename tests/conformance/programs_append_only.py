@@ -6,7 +6,7 @@ from torch import nn
 
 from .harness import CaseTable, rn
 
-T = CaseTable("effects3")
+T = CaseTable("append_only")
 
 
 def _fresh(fn, **overrides):
