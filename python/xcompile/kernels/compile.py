@@ -32,7 +32,7 @@ from .cpp import cpp_prelude, generate_cpp
 from .fusion import Group, fuse
 from .graph import GraphLowering
 from .ir import format_graph, verify_graph
-from .lowering import LOWERINGS
+from .lowerings import LOWERINGS
 from .plan import make_plan
 from .wrapper import Kernel, build_wrapper, generate_wrapper
 

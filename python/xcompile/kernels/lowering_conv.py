@@ -9,7 +9,7 @@ import torch
 from .. import config
 from .graph import TV
 from .ir import TensorRef
-from .lowering import out_meta, register
+from .lowering_base import out_meta, register
 
 aten = torch.ops.aten
 

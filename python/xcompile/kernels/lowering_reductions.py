@@ -7,7 +7,8 @@ import math
 import torch
 
 from .graph import TV, GraphLowering, reshape_index
-from .lowering import _c, opmath, out_meta, register
+from .lowering_base import const as _c
+from .lowering_base import opmath, out_meta, register
 
 aten = torch.ops.aten
 

@@ -8,7 +8,7 @@ import torch
 from .. import config
 from .graph import TV, reshape_index, view_tv
 from .ir import FloorDiv, IndexCheck, ModIndex
-from .lowering import bload, iter_layout, opmath, out_meta, register
+from .lowering_base import bload, iter_layout, opmath, out_meta, register
 
 aten = torch.ops.aten
 
