@@ -20,7 +20,8 @@ import itertools
 import operator
 
 from .attrs import _object_init
-from .builtins_rules import BUILTINS, _consts, builtin
+from .builtins_table import BUILTINS, builtin
+from .builtins_table import consts as _consts
 from .exc import PythonError, Unsupported
 from .iteration import items_of
 from .pyops import as_constant, binary_op, getitem, truth, unary_op

@@ -9,11 +9,14 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from . import builtins_more, introspection  # noqa: F401  (their rows: itertools, collections, inspect...)
 from .attrs import AttrMissing, load_attr
+from .builtins_table import BUILTINS, Handler, builtin
+from .builtins_table import consts as _consts
 from .exc import PythonError, Unsupported
 from .iteration import get_iter, items_of, length_of
 from .pyops import as_constant, binary_op, fold, getitem, truth, unary_op
@@ -42,29 +45,7 @@ from .values import (
 )
 
 if TYPE_CHECKING:
-    from .tracer import Tracer
-
-Handler = Callable[["Tracer", list, dict], Value]
-BUILTINS: dict[Any, Handler] = {}
-
-
-def builtin(*fns: Any) -> Callable[[Handler], Handler]:
-    def deco(h: Handler) -> Handler:
-        for fn in fns:
-            BUILTINS[fn] = h
-        return h
-    return deco
-
-
-def _consts(args: list[Value], what: str) -> list[Any]:
-    out = []
-    for a in args:
-        ok, c = as_constant(a)
-        if not ok:
-            raise Unsupported(f"{what} on {a.describe()}")
-        out.append(c)
-    return out
-
+    pass
 
 def _call(tx, fn, args, kwargs=None) -> Value:
     from .calls import call_value
@@ -522,8 +503,3 @@ def call_constant_function(tx, fn: Any, args: list[Value], kwargs: dict[str, Val
 BUILTINS[math.floor] = lambda tx, args, kwargs: fold(math.floor, *_consts(args, "math.floor"))
 BUILTINS[math.ceil] = lambda tx, args, kwargs: fold(math.ceil, *_consts(args, "math.ceil"))
 
-
-from . import (  # noqa: E402  (rows that need the table above)
-    builtins_more,  # noqa: F401  (more rows: itertools, collections, operator, setattr...)
-    introspection,  # noqa: F401  (inspect.signature)
-)

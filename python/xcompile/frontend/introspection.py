@@ -13,7 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
-from .builtins_rules import builtin
+from .builtins_table import builtin
 from .exc import PythonError, Unsupported
 from .values import (
     BoundMethodValue,
