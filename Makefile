@@ -57,7 +57,7 @@ lint:
 	$(PYTHON) -m ruff check python tests benchmarks tools
 	$(PYTHON) -m mypy
 	$(PYTHON) -c "import clang_format; clang_format.clang_format()" --dry-run -Werror csrc/*.cpp csrc/*.h tests/runtime/*.cpp
-	@$(PYTHON) tools/house_counts.py --short
+	$(PYTHON) tools/house_counts.py --check
 
 demo: setup
 	$(PYTHON) benchmarks/demo.py

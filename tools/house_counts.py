@@ -1,7 +1,9 @@
 """How the house stands (issue #10): imports written inside functions, import cycles, long files.
 
     python tools/house_counts.py           # the counts, the worst files and every cycle
-    python tools/house_counts.py --short   # one line (make lint prints it)
+    python tools/house_counts.py --short   # one line
+    python tools/house_counts.py --check   # one line; exit status 1 if a module-level import cycle
+                                           # exists (make lint runs this)
 
 Counted over python/xcompile with the ast module: an import of an xcompile module inside a
 function body; the strongly connected components of the module import graph, once with
@@ -153,7 +155,11 @@ def main() -> None:
                f"(largest {max((len(x) for x in c['all_cycles']), default=0)}), "
                f"{len(long_files)} files over 600 lines (longest {longest[0]}, {longest[1]})")
     print(summary)
-    if "--short" in sys.argv:
+    if "--check" in sys.argv and c["top_cycles"]:
+        for comp in c["top_cycles"]:
+            print("module-level import cycle: " + " -> ".join(comp), file=sys.stderr)
+        sys.exit(1)
+    if "--short" in sys.argv or "--check" in sys.argv:
         return
     print("\nimports inside functions, by module:")
     for m, n in c["in_functions"].most_common():
