@@ -1,4 +1,4 @@
-"""Compile-vs-eager checks for the frontend, calling ``trace_frame`` directly.
+"""Compile-vs-eager checks for the frontend, tracing one frame whole (``trace_frame``).
 
     captured = trace(fn, *args)           FrameState from the function and its bound arguments
     check(fn, *args)                      trace, then compare with eager on the trace inputs AND on fresh
@@ -12,8 +12,30 @@ import inspect
 
 import torch
 
+import xcompile.frontend.graph_break  # noqa: F401  (the interpreter with its opcode handlers)
 from xcompile.frontend.capture import CapturedGraph, FrameState
-from xcompile.frontend.convert import trace_frame
+from xcompile.frontend.exc import Unsupported
+from xcompile.frontend.output import OutputBuilder
+from xcompile.frontend.tracer import Tracer
+
+_NOT_PLAIN = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+def trace_frame(frame: FrameState, *, fullgraph: bool = False) -> CapturedGraph:
+    """One frame's bytecode -> one FX graph + guards, or Unsupported at the first graph break
+    (the first step of frontend/graph_break.capture, without the split)."""
+    if frame.code.co_flags & _NOT_PLAIN:
+        raise Unsupported(f"compiling generator or coroutine {frame.code.co_name}",
+                          "Compile the code that consumes the generator instead.")
+    tracer = Tracer(frame, fullgraph=fullgraph)
+    result = tracer.top_frame().run()
+    out = OutputBuilder(tracer)
+    spec = out.spec(result)
+    gm = tracer.gb.finish(out.outputs)
+    return CapturedGraph(gm=gm, example_inputs=list(tracer.gb.example_inputs),
+                         input_sources=list(tracer.gb.input_sources), output=spec,
+                         guards=tracer.guards.build(), passthrough_sources=out.passthrough,
+                         side_effects=out.effects)
 
 
 def frame_of(fn, *args, **kwargs) -> FrameState:

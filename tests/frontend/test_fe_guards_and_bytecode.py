@@ -6,7 +6,7 @@ import textwrap
 import pytest
 import torch
 
-import xcompile.frontend.convert  # noqa: F401  (fills the handler table)
+import xcompile.frontend.graph_break  # noqa: F401  (fills the handler table)
 from xcompile.bytecode.instructions import decode
 from xcompile.bytecode.versions import TABLE
 from xcompile.frontend.tracer import HANDLERS

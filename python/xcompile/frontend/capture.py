@@ -1,9 +1,7 @@
-"""What the frontend hands to the rest of the compiler for one frame.
-
-    trace_frame(frame: FrameState, *, fullgraph: bool) -> CapturedGraph   (frontend/convert.py)
-
-raises ``Unsupported`` when the frame cannot be captured whole (graph breaks and
-resume functions arrive with the frontend-breadth issue).
+"""What the frontend hands to the rest of the compiler for one frame: ``FrameState`` in (the code
+and the values it starts with), ``CapturedGraph`` out (the graph, its inputs' sources, guards,
+output spec and side-effect plan). ``frontend/graph_break.capture`` makes one per frame, whole or
+up to a graph break.
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
     capture(frame, fullgraph) -> WholeFrame | BrokenFrame | EagerFrame
 
-1. Trace the frame. No ``Unsupported``: ``WholeFrame`` (one graph, as ``trace_frame``).
+1. Trace the frame. No ``Unsupported``: ``WholeFrame`` (one graph).
 2. ``Unsupported`` at top-frame instruction ``i`` (a break inside an inlined call stops the
    top frame at its CALL): with ``fullgraph=True`` or ``error_on_graph_break`` on, that is the
    user's error (re-raised with reason, hint and user stack). Otherwise the break is recorded
