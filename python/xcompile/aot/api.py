@@ -54,7 +54,7 @@ def run_as_is(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
 
 
 def fallback_random() -> bool:
-    return bool(getattr(config, "fallback_random", False))
+    return bool(config.fallback_random)
 
 
 def _keep_eager_rng(decompositions: Decompositions | None) -> Decompositions | None:
@@ -107,7 +107,7 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
         t1 = time.perf_counter()
         part = partition_fn(joint, sch.mutated_inputs)
         t2 = time.perf_counter()
-        if getattr(config, "verify", False):
+        if config.verify:
             check_partition(part, joint.num_primals, joint.num_tangents)
         if enabled("aot_graphs"):
             log("aot_graphs", "%s\n%s\nforward graph:%s\nbackward graph:%s", sch.summary(),
@@ -122,7 +122,7 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
 
     def make_inference() -> Callable:                                      # 4. inference
         fw_gm = trace_forward(program, schema, fake_mode, fakes, decompositions)
-        if getattr(config, "verify", False):
+        if config.verify:
             check_functional(fw_gm, "inference graph")
         if enabled("aot_graphs"):
             log("aot_graphs", "%s\ninference graph:%s", schema.summary(), fw_gm.code)

@@ -61,7 +61,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
         with torch.no_grad():
             aten_gm = trace_aten(program, primals)
     except Exception as e:
-        if getattr(config, "kernel_raise_errors", False):
+        if config.kernel_raise_errors:
             raise
         return _eager(gm, f"cannot trace to ATen: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
     written = _written_inputs(aten_gm)
@@ -124,6 +124,6 @@ def _training(gm: torch.fx.GraphModule, inputs: list):
                            inference_compiler=compile_aten_graph, partition="min_cut",
                            decompositions=DECOMPOSITIONS)
     except Exception as e:
-        if getattr(config, "kernel_raise_errors", False):
+        if config.kernel_raise_errors:
             raise
         return _eager(gm, f"AOT compile failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")

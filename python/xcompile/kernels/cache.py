@@ -35,13 +35,11 @@ class KernelBuildError(RuntimeError):
 
 
 def cache_dir() -> Path:
-    d = getattr(config, "cache_dir", None) or os.environ.get("XCOMPILE_CACHE_DIR") or \
-        os.path.expanduser("~/.cache/xcompile")
-    return Path(d)
+    return Path(config.cache_dir or os.path.expanduser("~/.cache/xcompile"))
 
 
 def compiler() -> str:
-    return getattr(config, "cpp_compiler", None) or os.environ.get("CXX") or "g++"
+    return config.cpp_compiler or "g++"
 
 
 @functools.lru_cache(None)
@@ -79,7 +77,7 @@ _pool: concurrent.futures.ThreadPoolExecutor | None = None
 def pool() -> concurrent.futures.ThreadPoolExecutor:
     global _pool
     if _pool is None:
-        workers = getattr(config, "compile_threads", None) or max(2, os.cpu_count() or 2)
+        workers = config.compile_threads or max(2, os.cpu_count() or 2)
         _pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix="xcompile-build")
     return _pool
 

@@ -47,7 +47,7 @@ def ensure_meta(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None
 
 def _backend(device: torch.device) -> str:
     if device.type == "cpu":
-        return getattr(config, "cpu_kernel_backend", "cpp")
+        return config.cpu_kernel_backend
     return "triton"
 
 
@@ -106,7 +106,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
     timed("ensure_meta", ensure_meta, gm, example_inputs)
     timed("fold", fold_constants, gm)
     graph = timed("lower", lambda: GraphLowering(gm, example_inputs, LOWERINGS, training=training).run())
-    if getattr(config, "verify", False):
+    if config.verify:
         verify_graph(graph)
     if log.enabled("output_code"):
         log.log("output_code", "loop IR:\n%s", format_graph(graph))
@@ -142,7 +142,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], 
     try:
         return _compile(gm, example_inputs, bound, training=training)
     except Exception as e:  # any failure means: run this graph eagerly
-        if getattr(config, "kernel_raise_errors", False):
+        if config.kernel_raise_errors:
             raise
         reason = f"{type(e).__name__}: {e}".splitlines()[0][:300]
         warnings.warn(f"xcompile kernels: running this graph eagerly ({reason})", RuntimeWarning, stacklevel=2)

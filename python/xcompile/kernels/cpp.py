@@ -371,7 +371,7 @@ class CppKernelWriter:
             if loop_nodes:
                 body += self.reduction_loop(loop_nodes)
         work = nest.xnumel * max(nest.rnumel, 1)
-        parallel = (work >= getattr(config, "cpp_parallel_threshold", 32768) and nest.xsizes and
+        parallel = (work >= config.cpp_parallel_threshold and nest.xsizes and
                     nest.xsizes[0] >= 2)
         code = self.wrap_x_loops(body, parallel, simd_inner=not g.is_reduction)
         return self.signature(code)
@@ -509,7 +509,7 @@ class CppKernelWriter:
         epilogue = [f"for (int64_t {x}_l = 0; {x}_l < {x}_n; {x}_l++)", "{", f"    int64_t {x} = {x}_b + {x}_l;"] + \
             ["    " + ln for ln in self.block] + ["}"]
         body = [f"const int64_t {x}_n = {X} - {x}_b < {tile} ? {X} - {x}_b : {tile};"] + decl + rloop + epilogue
-        parallel = X * R >= getattr(config, "cpp_parallel_threshold", 32768) and X >= 2 * tile
+        parallel = X * R >= config.cpp_parallel_threshold and X >= 2 * tile
         start, end = ("xc_begin", "xc_end") if parallel else ("0", str(X))
         if parallel:
             self.par = (X, tile)
@@ -712,7 +712,7 @@ _PRELUDE: dict[bool, str] = {}
 
 
 def cpp_prelude() -> str:
-    simd = getattr(config, "cpp_simd_math", None)
+    simd = config.cpp_simd_math
     if simd is None:
         simd = have_libmvec()
     if simd not in _PRELUDE:

@@ -112,8 +112,8 @@ def _why(*parts) -> None:
 class Fusion:
     def __init__(self, graph: KernelGraph):
         self.g = graph
-        self.inline_max_ops = getattr(config, "inline_max_ops", 24)
-        self.enabled = getattr(config, "kernel_fusion", True)
+        self.inline_max_ops = config.inline_max_ops
+        self.enabled = config.kernel_fusion
 
     # -- step 1: inlining ---------------------------------------------------------------------------
     def external_uses(self) -> set[str]:

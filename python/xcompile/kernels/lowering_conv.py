@@ -21,7 +21,7 @@ def _convolution(L, node, x, w, b, stride, padding, dilation, transposed, output
     Not in training graphs: there convolution_backward runs on what the forward saved, and
     oneDNN's backward is slower on channels-last tensors than the NCHW path (a small UNet's
     training step: 0.95x eager channels-last, 1.00x NCHW, 1 thread)."""
-    if not getattr(config, "kernel_channels_last_conv", True) or x.ndim != 4 or L.device.type != "cpu" \
+    if not config.kernel_channels_last_conv or x.ndim != 4 or L.device.type != "cpu" \
             or transposed or L.training:
         return NotImplemented
     patches = _patch_embedding(L, node, x, w, b, stride, padding, dilation, groups)

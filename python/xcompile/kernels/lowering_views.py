@@ -275,7 +275,7 @@ def _slice_scatter(L, node, base, src, dim=0, start=None, end=None, step=1):
 def _check(op: str, dim: int, size: int, wrap: bool, error: type, eager_text: str = "") -> IndexCheck | None:
     """How the kernel checks an index of ``op`` (None when ``config.kernel_index_checks`` is off:
     out-of-range indices then read a clamped element instead of raising)."""
-    if not getattr(config, "kernel_index_checks", True):
+    if not config.kernel_index_checks:
         return None
     return IndexCheck(op, dim, int(size), wrap, error, eager_text)
 

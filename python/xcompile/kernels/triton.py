@@ -403,10 +403,10 @@ class TritonKernelWriter:
     def generate(self) -> tuple[str, dict]:
         g, nest = self.group, self.nest
         xnumel, rnumel = nest.xnumel, nest.rnumel if g.is_reduction else 1
-        max_persist = getattr(config, "triton_persistent_rnumel", 1024)
+        max_persist = config.triton_persistent_rnumel
         persistent = rnumel <= max_persist
         if g.is_reduction:
-            rblock = _pow2(rnumel) if persistent else min(_pow2(rnumel), getattr(config, "triton_rblock", 256))
+            rblock = _pow2(rnumel) if persistent else min(_pow2(rnumel), config.triton_rblock)
             xblock = max(1, min(_pow2(xnumel), max(1, 4096 // rblock), 64))
         else:
             rblock = 1

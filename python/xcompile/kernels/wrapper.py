@@ -241,7 +241,7 @@ def _restride(t: torch.Tensor, size, stride) -> torch.Tensor:
 def _check_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str]:
     """Under XCOMPILE_CHECK=1: the extern's outputs have the layouts the kernels assume."""
     from .. import config
-    if not getattr(config, "verify", False):
+    if not config.verify:
         return []
     check = g.add(_check_layout, "check_layout")
     out = []
