@@ -259,9 +259,8 @@ bool run_cached(CodeExtra* extra, const FrameView& view, PyObject* callback, PyO
   CallbackScope no_callback(nullptr);  // guards may run Python code (getattr): never traced
   for (size_t i = 0; i < extra->entries.size(); i++) {
     EntryRef ref = extra->entries[i];
-    PyObject* owner = ref.entry->owner.ptr();
-    if (key != nullptr && owner != Py_None && owner != key) continue;  // another backend's
-    Py_INCREF(ref.obj);  // the walk may clear the cache under us
+    if (!ref.entry->usable_by(key)) continue;  // another backend's
+    Py_INCREF(ref.obj);                        // the walk may clear the cache under us
     const uint64_t generation = extra->generation;
     SlotBuffer slots(ref.entry->guard->n_slots());
     if (ref.entry->guard->check(view, slots.data())) {

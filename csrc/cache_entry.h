@@ -78,6 +78,14 @@ struct CacheEntry {
                            // whose callbacks drop it when a guarded object dies); None
   int n_inputs = 0;
   int64_t hits = 0;
+
+  // The one ownership rule: an entry is used under a callback whose backend key is `key`
+  // (borrowed; NULL or None: a callback without a key, e.g. xcompile.run(), uses any entry)
+  // when the entry has no owner or that owner.
+  bool usable_by(PyObject* key) const {
+    PyObject* o = owner.ptr();
+    return key == nullptr || key == Py_None || o == Py_None || o == key;
+  }
 };
 
 // Borrowed C++ view of a Python CacheEntry, or NULL if `obj` is not one.

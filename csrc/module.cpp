@@ -216,6 +216,9 @@ PYBIND11_MODULE(_C, m) {
                      "kept alive with the entry (the compiler's weak references with callbacks)")
       .def_readwrite("owner", &CacheEntry::owner,
                      "backend key the entry was compiled for; None: used under any callback")
+      .def(
+          "usable_by", [](const CacheEntry& e, py::handle key) { return e.usable_by(key.ptr()); },
+          "whether a callback with this backend key (None: any) runs the entry")
       .def("__repr__", [](const CacheEntry& e) {
         return std::string("<CacheEntry ") + (e.kind == CacheEntry::GRAPH ? "graph" : "code") +
                " hits=" + std::to_string(e.hits) + ">";

@@ -126,8 +126,8 @@ class ConvertFrame:
                 return self._convert(code, f_locals, f_globals, f_builtins, closure)
 
     def _owns(self, entry) -> bool:
-        """Entries this callback may use: its backend key's, or any callback's (owner None)."""
-        return entry.owner is None or entry.owner is self._xc_backend_key
+        """Entries this callback may use (the rule is the C++ cache's: CacheEntry.usable_by)."""
+        return entry.usable_by(self._xc_backend_key)
 
     def _added_meanwhile(self, code, n_seen, f_locals, f_globals, f_builtins, closure):
         entries = _C.cache_entries(code)

@@ -32,7 +32,11 @@ def test_second_backend_compiles_its_own_entry():
         torch.testing.assert_close(f2(x), f(x))
     assert (c1.frame_count, c2.frame_count) == (1, 1)
     owners = {e.owner for e in _C.cache_entries(f.__code__)}
-    assert owners == {f1._xcompile_callback._xc_backend_key, f2._xcompile_callback._xc_backend_key}
+    k1, k2 = f1._xcompile_callback._xc_backend_key, f2._xcompile_callback._xc_backend_key
+    assert owners == {k1, k2}
+    for e in _C.cache_entries(f.__code__):     # the one ownership rule, as the C++ cache applies it
+        assert e.usable_by(e.owner) and e.usable_by(None)
+        assert not e.usable_by(k2 if e.owner is k1 else k1)
 
 
 def test_backend_that_returns_something_else_is_not_reused():
