@@ -291,3 +291,23 @@ def test_view_of_intermediate_made_under_no_grad_is_returned(backend):
                 v11 = v5[0]
             return v11, v5[1:] * 2
         """, args_with_leaves(nonleaf(5, 2)), backend, calls=2)
+
+
+def _matrix_and_row(i):
+    a0 = torch.randn(3, 4, generator=torch.Generator().manual_seed(200 + i))
+    return [a0, a0[1]], {}, []
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_detached_alias_of_a_written_row_input(backend):
+    # seed 3606 (aot_eager, a wrong global), minimized by hand: after a write into the input (a
+    # row of a matrix, storage offset 4), the functional wrapper reported offset 0 on the second
+    # trace (inductor traces twice), so G['t'] was rebuilt as another row of the matrix
+    _check("""
+        G = {}
+
+        def f(a0, a1):
+            G['t'] = a1.detach()
+            a1[0] *= 2
+            return a1.relu(), a1[1:]
+        """, _matrix_and_row, backend, calls=2)

@@ -204,6 +204,7 @@ def _eager_layouts(program, fake_primals: list, fake_mode, cloned: list[int], fo
             eouts = program(*plain)
     except Exception:  # noqa: BLE001 - eager layouts unknown: keep the functional ones
         return
+    _eager_input_views(schema, eouts, plain)
     for j, fo in enumerate(schema.fw_outs):
         what, i = fo.recipe
         if what != "out" or i >= len(eouts) or not isinstance(eouts[i], torch.Tensor):
@@ -212,6 +213,24 @@ def _eager_layouts(program, fake_primals: list, fake_mode, cloned: list[int], fo
         if e.shape == f.shape and _significant_strides(e) != _significant_strides(f) and \
                 is_non_overlapping_and_dense_or_false(e):
             schema.fw_outs[j] = dataclasses.replace(fo, layout=tuple(e.stride()))
+
+
+def _eager_input_views(schema: Schema, eouts, plain: list) -> None:
+    """Outputs that are views of inputs, rebuilt as the plain fake run made them: after a write
+    into an input, its functional wrapper (and the views taken of it) may report the layout of
+    the functional value instead of the input's (a row of a matrix, written through ``x[0] *=
+    2``, came back at storage offset 0 when traced a second time)."""
+    for i, info in enumerate(schema.outputs):
+        if info.kind is not OutputKind.INPUT_VIEW or i >= len(eouts):
+            continue
+        e, base = eouts[i], plain[info.index]
+        if not isinstance(e, torch.Tensor) or not isinstance(base, torch.Tensor) or \
+                tuple(e.shape) != info.size or \
+                StorageWeakRef(e.untyped_storage()) != StorageWeakRef(base.untyped_storage()):
+            continue
+        schema.outputs[i] = dataclasses.replace(
+            info, stride=tuple(e.stride()), offset=e.storage_offset() - base.storage_offset(),
+            base_stride=tuple(base.stride()))
 
 
 def _meta_change(k: int, p: torch.Tensor, offset_before: int) -> MetaChange:
