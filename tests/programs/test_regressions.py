@@ -311,3 +311,13 @@ def test_detached_alias_of_a_written_row_input(backend):
             a1[0] *= 2
             return a1.relu(), a1[1:]
         """, _matrix_and_row, backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_detach_of_input_that_requires_grad_called_under_no_grad(backend):
+    # seed 2383 (inductor, wrong requires_grad), minimized: called under no_grad, the kernels
+    # returned `a0.detach()` as a view of a0, which requires grad
+    _check("""
+        def f(a0, a1):
+            return a0.detach(), a0.view(-1), a0[1:], a1 * 2
+        """, args_with_leaves(nonleaf(3, 2), plain(3)), backend, calls=2, grad=False)

@@ -65,7 +65,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
             raise
         return _eager(gm, f"cannot trace to ATen: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
     written = _written_inputs(aten_gm)
-    if written is None or (written and _output_aliases_input(program, primals)):
+    if written is None or (written and _output_aliases_input(program, primals)) or _returns_detached_input(aten_gm, primals):
         # ``x.add_(1); return x`` returns x itself in eager, ``x.t_()`` restrides x itself: aot's
         # runtime writes new values back, replays restrides and rebuilds such outputs from the
         # real inputs (it picks inference under no_grad)
@@ -92,6 +92,33 @@ def _written_inputs(aten_gm: torch.fx.GraphModule) -> tuple[int, ...] | None:
         elif isinstance(n.target, torch._ops.OpOverload) and n.target._schema.is_mutable:
             return None
     return tuple(sorted(set(written)))
+
+
+def _returns_detached_input(aten_gm: torch.fx.GraphModule, primals: list) -> bool:
+    """Whether an output is a view of an input that requires grad (this graph runs under
+    no_grad), other than the input itself: the kernels return it as ``as_strided`` of the
+    input, which requires grad; eager's ``x.detach()`` does not. aot's runtime rebuilds each
+    such output as eager made it (from ``x.detach()`` for that one)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+    placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
+    inputs = {StorageWeakRef(v.untyped_storage()) for n, p in zip(placeholders, primals)
+              for v in (n.meta.get("val"),)
+              if isinstance(v, torch.Tensor) and isinstance(p, torch.Tensor) and p.requires_grad}
+    if not inputs:
+        return False
+    out = aten_gm.graph.output_node()
+    for n in _leaves(out.args[0]):
+        v = n.meta.get("val") if isinstance(n, torch.fx.Node) else None
+        if n.op != "placeholder" and isinstance(v, torch.Tensor) and \
+                StorageWeakRef(v.untyped_storage()) in inputs:
+            return True
+    return False
+
+
+def _leaves(args) -> list:
+    out = []
+    torch.fx.node.map_arg(args, out.append)
+    return out
 
 
 def _output_aliases_input(program, primals: list) -> bool:
