@@ -55,7 +55,3 @@ class CapturedGraph:
     # mode as it found it; the cache entry sets this one after the graph (an AOT backend does
     # not run the graph's set_grad_enabled nodes at all).
     grad_mode_after: bool | None = None
-
-    def __post_init__(self):
-        if self.side_effects is None:
-            self.side_effects = self.gm.meta.get("xcompile_side_effects")

@@ -219,6 +219,7 @@ def _whole(tracer: Tracer, result: Value) -> CapturedGraph:
     return CapturedGraph(gm=gm, example_inputs=list(tracer.gb.example_inputs),
                          input_sources=list(tracer.gb.input_sources), output=spec,
                          guards=tracer.guards.build(), passthrough_sources=out.passthrough,
+                         side_effects=out.effects,
                          grad_mode_after=final_grad if final_grad != initial_grad else None)
 
 

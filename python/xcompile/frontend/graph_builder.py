@@ -291,8 +291,6 @@ class GraphBuilder:
         for node in gm.graph.nodes:
             if node.op == "get_attr" and "." not in node.target:
                 gm.__dict__[node.target] = getattr(gm, node.target)
-        if getattr(self, "effects", None) is not None:   # side_effects.EffectPlan to apply after it runs
-            gm.meta["xcompile_side_effects"] = self.effects
         return gm
 
 

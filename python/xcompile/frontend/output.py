@@ -39,8 +39,7 @@ class OutputBuilder:
         self.outputs: list[TensorValue] = []
         self._index: dict[torch.fx.Node, int] = {}
         self.passthrough: list[Source] = []
-        self.effects = tx.side_effects.build(tx, self)
-        tx.gb.effects = self.effects               # GraphBuilder.finish puts it in gm.meta
+        self.effects = tx.side_effects.build(tx, self)     # CapturedGraph.side_effects
 
     def spec(self, v: Value) -> tuple:
         """The output-plan node for ``v``.  Values the C++ plan cannot build (objects made in the
@@ -57,7 +56,7 @@ class OutputBuilder:
         plan = self.effects if self.effects is not None else EffectPlan([], 0, [])
         plan.result = result
         plan.n_objects = len(self.passthrough)
-        self.effects = self.tx.gb.effects = plan
+        self.effects = plan
         return ("out", len(self.outputs))
 
     def _spec(self, v: Value) -> tuple:

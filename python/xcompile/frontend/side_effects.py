@@ -527,7 +527,7 @@ def wrap_compiled(compiled: Callable, plan: EffectPlan, n_tensors: int, guard=No
 
 def with_side_effects(captured, compiled: Callable, n_inputs: int, guard=None) -> tuple[Callable, int]:
     """(callable, number of slots it takes) for ``CacheEntry.graph``: unchanged without effects."""
-    plan = getattr(captured, "side_effects", None)
+    plan = captured.side_effects
     if plan is None:
         return compiled, n_inputs
     return wrap_compiled(compiled, plan, n_inputs, guard), n_inputs + plan.n_objects
