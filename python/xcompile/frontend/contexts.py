@@ -1,4 +1,4 @@
-"""``with`` blocks on context managers beyond the grad modes (which stay in ops_control/calls).
+"""``with`` blocks on context managers beyond the grad modes (which stay in handlers/control.py and calls.py).
 
     user class with __enter__/__exit__   both inlined; __exit__ gets (type, exc, tb) on an
                                          exception and its result decides suppression

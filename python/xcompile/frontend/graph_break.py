@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from .. import log
-from . import ops_binary, ops_build, ops_calls, ops_control, ops_load_store  # noqa: F401  (fill HANDLERS)
+from . import handlers  # noqa: F401  (every opcode family registers its handlers)
 from .capture import CapturedGraph, FrameState
 from .codegen import RunnerBuilder
 from .exc import Unsupported

@@ -3,14 +3,14 @@ from __future__ import annotations
 
 import sys
 
-from ..bytecode.instructions import Instr
-from ..bytecode.versions import facts_for
-from .exc import Unsupported
-from .generators import ITERATORS, iter_next
-from .iteration import get_iter
-from .pyops import truth
-from .tracer import Frame, handler
-from .values import (
+from ...bytecode.instructions import Instr
+from ...bytecode.versions import facts_for
+from ..exc import Unsupported
+from ..generators import ITERATORS, iter_next
+from ..iteration import get_iter
+from ..pyops import truth
+from ..tracer import Frame, handler
+from ..values import (
     ConstantValue,
     ContextExitValue,
     GeneratorValue,
@@ -108,7 +108,7 @@ def end_for(f: Frame, inst: Instr) -> None:
 # -- with blocks --------------------------------------------------------------------------------------------
 @handler("BEFORE_WITH")
 def before_with(f: Frame, inst: Instr) -> None:
-    from .calls import CONTEXT_VALUES, switch_grad_mode
+    from ..calls import CONTEXT_VALUES, switch_grad_mode
     ctx = f.pop()
     if isinstance(ctx, GradModeValue):
         if ctx.prev is None:                  # no_grad() / enable_grad(): switch on enter
@@ -119,7 +119,7 @@ def before_with(f: Frame, inst: Instr) -> None:
     elif type(ctx) in CONTEXT_VALUES:
         CONTEXT_VALUES[type(ctx)][0](f.tx, ctx)
     elif not isinstance(ctx, NoOpContextValue):      # user classes, @contextmanager, autocast
-        from .contexts import enter_context
+        from ..contexts import enter_context
         ctx, entered = enter_context(f.tx, ctx)
         f.ctx_stack.append(ctx)
         f.stack.append(ContextExitValue(ctx))
@@ -175,4 +175,3 @@ def end_send(f: Frame, inst: Instr) -> None:
 
 
 # raise, try/except/finally and `with` exits on an exception: frontend/exceptions.py
-from . import exceptions, ops_match  # noqa: E402,F401  (registers those handlers; `match` statements)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import collections.abc
 
-from ..bytecode.instructions import Instr
-from .attrs import AttrMissing, load_attr
-from .exc import Unsupported
-from .iteration import length_of
-from .pyops import as_constant, getitem
-from .tracer import Frame, handler
-from .values import ClassValue, ConstantValue, DictValue, TupleValue, Value
+from ...bytecode.instructions import Instr
+from ..attrs import AttrMissing, load_attr
+from ..exc import Unsupported
+from ..iteration import length_of
+from ..pyops import as_constant, getitem
+from ..tracer import Frame, handler
+from ..values import ClassValue, ConstantValue, DictValue, TupleValue, Value
 
 
 def _type_of(v: Value) -> type:

@@ -1,12 +1,12 @@
 """Opcode handlers: calls and function creation."""
 from __future__ import annotations
 
-from ..bytecode.instructions import Instr
-from .calls import call_value
-from .exc import Unsupported
-from .iteration import items_of
-from .tracer import Frame, handler
-from .values import (
+from ...bytecode.instructions import Instr
+from ..calls import call_value
+from ..exc import Unsupported
+from ..iteration import items_of
+from ..tracer import Frame, handler
+from ..values import (
     BuiltinValue,
     CellValue,
     ClassValue,

@@ -1,12 +1,12 @@
 """Opcode handlers: building containers, strings and slices; unpacking; subscripts."""
 from __future__ import annotations
 
-from ..bytecode.instructions import Instr
-from .exc import PythonError, Unsupported
-from .iteration import items_of
-from .pyops import as_constant, delitem, fold, getitem, set_add, setitem
-from .tracer import Frame, handler
-from .values import ConstantValue, DictValue, ListValue, SetValue, TupleValue, Value
+from ...bytecode.instructions import Instr
+from ..exc import PythonError, Unsupported
+from ..iteration import items_of
+from ..pyops import as_constant, delitem, fold, getitem, set_add, setitem
+from ..tracer import Frame, handler
+from ..values import ConstantValue, DictValue, ListValue, SetValue, TupleValue, Value
 
 
 @handler("BUILD_TUPLE")
@@ -112,7 +112,7 @@ def map_add(f: Frame, inst: Instr) -> None:
 
 @handler("DICT_UPDATE", "DICT_MERGE")
 def dict_update(f: Frame, inst: Instr) -> None:
-    from .builtins_rules import mapping_source
+    from ..builtins_rules import mapping_source
     other = mapping_source(f.tx, f.tx.resolve(f.pop()))  # a dict subclass: its storage / keys()
     target = f.peek(inst.arg)
     if not isinstance(other, DictValue):

@@ -1,13 +1,13 @@
 """Opcode handlers: loads, stores, cells and the plain stack shuffles."""
 from __future__ import annotations
 
-from ..bytecode.instructions import Instr
-from .attrs import AttrMissing, load_attr, super_attr
-from .exc import PythonError, Unsupported
-from .side_effects import DELETED
-from .tracer import NULL, Frame, handler
-from .user_objects import delete_attribute, store_attribute
-from .values import CellValue, ClassValue, ConstantValue, LazyValue, NullValue, SuperValue
+from ...bytecode.instructions import Instr
+from ..attrs import AttrMissing, load_attr, super_attr
+from ..exc import PythonError, Unsupported
+from ..side_effects import DELETED
+from ..tracer import NULL, Frame, handler
+from ..user_objects import delete_attribute, store_attribute
+from ..values import CellValue, ClassValue, ConstantValue, LazyValue, NullValue, SuperValue
 
 
 @handler("NOP", "RESUME", "PRECALL", "COPY_FREE_VARS")
