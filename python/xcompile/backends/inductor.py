@@ -65,7 +65,8 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
             raise
         return _eager(gm, f"cannot trace to ATen: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
     written = _written_inputs(aten_gm)
-    if written is None or (written and _output_aliases_input(program, primals)) or _returns_detached_input(aten_gm, primals):
+    if written is None or (written and _output_aliases_input(program, primals)) \
+            or _returns_detached_input(aten_gm, primals):
         # ``x.add_(1); return x`` returns x itself in eager, ``x.t_()`` restrides x itself: aot's
         # runtime writes new values back, replays restrides and rebuilds such outputs from the
         # real inputs (it picks inference under no_grad)
