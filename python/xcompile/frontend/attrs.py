@@ -412,6 +412,11 @@ _READERS: dict[type, Callable[["Tracer", Any, str], Value]] = {
 }
 
 
+def register_reader(value_cls: type, read: Callable[["Tracer", Any, str], Value]) -> None:
+    """How attributes of a ``value_cls`` value are read: ``read(tx, v, name) -> Value``."""
+    _READERS.setdefault(value_cls, read)
+
+
 def load_attr(tx: "Tracer", v: Value, name: str) -> Value:
     reader = _READERS.get(type(v))
     if reader is None:

@@ -336,6 +336,17 @@ _CALLERS: dict[type, Callable[..., Value]] = {
 }
 
 
+def register_caller(value_cls: type, call: Callable[..., Value]) -> None:
+    """How a value of ``value_cls`` is called: ``call(tx, v, args, kwargs) -> Value``."""
+    _CALLERS[value_cls] = call
+
+
+def register_context_value(value_cls: type, enter: Callable[..., None], exit_: Callable[..., None]) -> None:
+    """A context value with its own behaviour: ``enter(tx, ctx)`` at BEFORE_WITH, ``exit_(tx, ctx)``
+    when the block's exit is called."""
+    CONTEXT_VALUES[value_cls] = (enter, exit_)
+
+
 def call_value(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, Any]) -> Value:
     fn = tx.resolve(fn)
     args = [tx.resolve(a) for a in args]

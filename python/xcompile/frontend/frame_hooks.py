@@ -113,7 +113,7 @@ def pending_stop(tx: "Tracer") -> tuple[int, int] | None:
 
 def _install() -> None:
     from . import attrs, builtins_rules, tracing_rules
-    attrs._READERS[HookHandleValue] = handle_attr
+    attrs.register_reader(HookHandleValue, handle_attr)
     builtins_rules.BUILTINS[_remove] = _remove
     tracing_rules.RULE_CALLS["frame_hook"] = _register(pre=False)
     tracing_rules.RULE_CALLS["frame_pre_hook"] = _register(pre=True)

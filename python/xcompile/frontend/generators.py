@@ -300,8 +300,8 @@ def drain(tx: "Tracer", g: Value) -> list[Value]:
 def _register() -> None:
     """Attribute reads on generator values (``g.send``): a row of attrs.py's reader table."""
     from . import attrs
-    attrs._READERS.setdefault(GeneratorValue, generator_attr)
-    attrs._READERS.setdefault(OutsideGeneratorValue, _outside_attr)
+    attrs.register_reader(GeneratorValue, generator_attr)
+    attrs.register_reader(OutsideGeneratorValue, _outside_attr)
 
 
 def _outside_attr(tx: "Tracer", g: OutsideGeneratorValue, name: str) -> Value:

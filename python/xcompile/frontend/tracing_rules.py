@@ -40,7 +40,7 @@ from .. import _C
 from ..code_states import NONRECURSIVE_SKIPS, SKIP
 from ..guards.sources import AttrSource
 from .exc import Unsupported
-from .values import ConstantValue, DictValue, FunctionValue, ListValue, TupleValue, Value
+from .values import ConstantValue, DictValue, FunctionValue, ListValue, TupleValue, Value, register_real_object_field
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -484,12 +484,11 @@ def _rebuilt_as(v: Value, obj: Any, source) -> Value:
 
 
 def _register_interpreter_rows() -> None:
-    from .calls import _CALLERS, CONTEXT_VALUES
-    from .values import _REAL_OBJECT_FIELD
-    _CALLERS[TracingApiValue] = _call_tracing_value
-    _CALLERS[ErrorOnGraphBreakValue] = _call_eogb_value
-    _REAL_OBJECT_FIELD[TracingApiValue] = "obj"
-    CONTEXT_VALUES[ErrorOnGraphBreakValue] = (_enter_eogb, _exit_eogb)
+    from .calls import register_caller, register_context_value
+    register_caller(TracingApiValue, _call_tracing_value)
+    register_caller(ErrorOnGraphBreakValue, _call_eogb_value)
+    register_real_object_field(TracingApiValue, "obj")
+    register_context_value(ErrorOnGraphBreakValue, _enter_eogb, _exit_eogb)
     SPECIAL_TYPES[_C.CompiledFunction] = _identity(_compiled_function)
     SPECIAL_TYPES[types.MethodType] = _bound_method
     SPECIAL_TYPES[types.FunctionType] = _nested_function

@@ -557,4 +557,9 @@ _REAL_OBJECT_FIELD: dict[type, str] = {
 }
 
 
+def register_real_object_field(value_cls: type, field_name: str) -> None:
+    """``real_object(v)`` of a ``value_cls`` value is ``getattr(v, field_name)``."""
+    _REAL_OBJECT_FIELD[value_cls] = field_name
+
+
 SetValue.items = property(_set_items, _set_set_items)      # type: ignore[assignment]
