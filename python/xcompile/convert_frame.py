@@ -20,10 +20,10 @@ from . import _C, config, log
 from .api_shapes import dynamic_mark_warning
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
 from .code_states import EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
+from .effects import with_side_effects
 from .exc import BackendCompilerFailed, CacheLimitExceeded
 from .frontend.capture import FrameState
 from .frontend.exc import TorchRuntimeError, Unsupported
-from .frontend.side_effects import with_side_effects
 from .guards.lower import lower_guards, lower_output_spec
 from .handlers import outside_compile
 from .warmup import prepare_frontend

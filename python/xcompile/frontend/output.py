@@ -51,7 +51,8 @@ class OutputBuilder:
     def _python_result(self, v: Value) -> tuple:
         """The result is built by the entry's Python wrapper (side_effects.EffectPlan.result) and
         appended after the graph's outputs."""
-        from .side_effects import EffectPlan, SpecBuilder
+        from ..effects import EffectPlan
+        from .side_effects import SpecBuilder
         result = SpecBuilder(self.tx, self).value(v)
         plan = self.effects if self.effects is not None else EffectPlan([], 0, [])
         plan.result = result
