@@ -18,6 +18,7 @@ from .backends.registry import INDUCTOR_OPTIONS
 from .code_states import EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
 from .convert_frame import ConvertFrame, RunOnly
 from .frontend import tracing_rules
+from .frontend.break_log import reset_break_log
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEFAULT_BACKEND = "inductor"
@@ -190,7 +191,6 @@ def disable(fn=None, recursive: bool = True):
 def reset() -> None:
     """Forget every compiled entry and every per-code decision (skips, cache limits)."""
     _C.cache_clear_all()
-    from .frontend.graph_break import reset_break_log
     reset_break_log()                        # the next graph break at a known place logs in full again
     from .convert_frame import _DIED_YOUNG
     _DIED_YOUNG.clear()

@@ -22,7 +22,7 @@ class CompileProfiler:
     def __init__(self):
         self.frame_count = 0
         self.op_count = 0
-        self.graph_breaks: list = []                 # graph_break.BreakRecord
+        self.graph_breaks: list = []                 # frontend.break_log.BreakRecord
         self.recompiles: list[tuple[str, str]] = []  # (function, failed guard)
         self._patch = None
 

@@ -6,6 +6,7 @@ up to a graph break.
 from __future__ import annotations
 
 import types
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -13,6 +14,7 @@ import torch
 
 from ..guards.sources import Source
 from ..guards.spec import GuardSet
+from .break_log import BreakRecord
 
 
 @dataclass
@@ -55,3 +57,30 @@ class CapturedGraph:
     # mode as it found it; the cache entry sets this one after the graph (an AOT backend does
     # not run the graph's set_grad_enabled nodes at all).
     grad_mode_after: bool | None = None
+
+
+# -- what graph_break.capture returns for one frame ----------------------------------------------------------
+@dataclass
+class WholeFrame:
+    captured: CapturedGraph
+
+
+@dataclass
+class EagerFrame:
+    record: BreakRecord
+    why: str
+
+
+@dataclass
+class BrokenFrame:
+    """The prefix graph and the replacement code that continues after the break."""
+
+    captured: CapturedGraph
+    record: BreakRecord
+    has_graph: bool
+    _finish: Callable[[Any], types.FunctionType] = field(repr=False)
+    source_text: str = ""
+
+    def make_runner(self, compiled_graph) -> types.FunctionType:
+        """The function the C++ cache entry calls with the frame's arguments (and closure)."""
+        return self._finish(compiled_graph)
