@@ -278,7 +278,7 @@ def _context_exit(tx: "Tracer", v: ContextExitValue, args, kwargs) -> Value:
     ctx = v.ctx
     if isinstance(ctx, GradModeValue):
         switch_grad_mode(tx, ctx.exit_to)
-        if getattr(v, "holder", False) and v.source is not None:
+        if v.holder and v.source is not None:
             tx.exited_holders.append(v.source)     # the runner drops it from its ContextExit
     elif type(ctx) in CONTEXT_VALUES:
         CONTEXT_VALUES[type(ctx)][1](tx, ctx)

@@ -221,7 +221,7 @@ class RunnerBuilder:
             return self.const(v.value)
         if isinstance(v, NullValue):
             raise CannotResume("a NULL stack slot where a value is needed")
-        rebuild = getattr(v, "rebuild_as", None)          # tracing_rules._rebuilt_as
+        rebuild = v.rebuild_as                             # tracing_rules._rebuilt_as
         if rebuild is not None:
             obj, src = rebuild
             return self.load(src) if src is not None else self.const(obj)

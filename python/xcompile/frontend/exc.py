@@ -18,6 +18,9 @@ class Unsupported(Exception):
         self.hint = hint
         self.explanation = explanation
         self.user_stack: list[traceback.FrameSummary] = []
+        # a break that error_on_graph_break(True) does not turn into an error (leaving such a
+        # region is not inside it)
+        self.never_an_error = False
 
     def __str__(self) -> str:
         parts = [f"Graph Break Reason: {self.reason}"]

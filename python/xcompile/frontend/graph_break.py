@@ -124,7 +124,7 @@ def capture(fs: FrameState, *, fullgraph: bool = False) -> WholeFrame | BrokenFr
         record.resumed = False
         report_break(record)
         return EagerFrame(record, "the return value cannot be rebuilt")
-    if fullgraph or (flag and not getattr(err, "never_an_error", False)):
+    if fullgraph or (flag and not err.never_an_error):
         raise complete(err)
     record = BreakRecord.of(err)
     try:

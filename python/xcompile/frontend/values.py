@@ -40,6 +40,10 @@ class Value:
 
     source: Source | None = None
     covered: bool = False
+    # What replacement code hands out for this value instead of its own real object, and where
+    # it reads it: (object, source or None). Set for a compiled function or module traced as the
+    # function it wraps (tracing_rules._rebuilt_as).
+    rebuild_as: tuple | None = None
 
     def python_type(self) -> type:
         raise NotImplementedError(type(self).__name__)
@@ -495,6 +499,7 @@ class ContextExitValue(Value):
     """The bound ``__exit__`` that BEFORE_WITH pushes."""
 
     ctx: Value
+    holder: bool = False      # the real exit is a runner's _C.ContextExit (tracing_rules._held_exit)
 
 
 @dataclass(eq=False)
