@@ -27,7 +27,11 @@ DEFAULT_BACKEND = "inductor"
 
 def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAULT_BACKEND,
             mode=None, options=None, disable: bool = False):
-    """Compile ``model`` (a function, method or ``nn.Module``); a decorator with or without arguments."""
+    """Compile ``model`` (a function, method or ``nn.Module``); a decorator with or without arguments.
+
+    ``mode`` takes torch.compile's names and, in this version, compiles the same kernels for each
+    (no autotuning, no CUDA graphs yet); it is part of the cache key. ``options`` reach the
+    inductor backend; unknown keys raise."""
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                  mode=mode, options=options, disable=disable)
