@@ -15,7 +15,7 @@ import torch
 
 from . import _C
 from .backends.registry import INDUCTOR_OPTIONS
-from .code_states import EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
+from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
 from .convert_frame import ConvertFrame, RunOnly
 from .frontend import tracing_rules
 from .frontend.break_log import reset_break_log
@@ -196,8 +196,7 @@ def reset() -> None:
     """Forget every compiled entry and every per-code decision (skips, cache limits)."""
     _C.cache_clear_all()
     reset_break_log()                        # the next graph break at a known place logs in full again
-    from .convert_frame import _DIED_YOUNG
-    _DIED_YOUNG.clear()
+    DIED_YOUNG.clear()
     for code in list(EAGER_FRAMES):          # frames that ran eagerly after a graph break: traced again
         _C.set_code_state(code, NORMAL)
     EAGER_FRAMES.clear()

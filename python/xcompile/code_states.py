@@ -92,3 +92,6 @@ _SKIP_MODULES = ("torch", "xcompile", "triton", "sympy", "mpmath", "numpy", "net
 # Codes compiled with recursive=False (torch.compiler.disable(recursive=False) and friends):
 # SKIP in the cache and never traced into, though the frames they call are compiled.
 NONRECURSIVE_SKIPS: "weakref.WeakSet[types.CodeType]" = weakref.WeakSet()
+# code -> entries of a function (not a method) dropped after at most one call because an object
+# their guards held died: counted against config.cache_size_limit (reset() forgets them).
+DIED_YOUNG: "weakref.WeakKeyDictionary[types.CodeType, int]" = weakref.WeakKeyDictionary()

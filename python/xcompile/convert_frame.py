@@ -19,7 +19,7 @@ import torch
 from . import _C, config, log
 from .api_shapes import dynamic_mark_warning
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
-from .code_states import EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
+from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
 from .effects import with_side_effects
 from .exc import BackendCompilerFailed, CacheLimitExceeded
 from .frontend.capture import FrameState
@@ -140,7 +140,7 @@ class ConvertFrame:
     def _convert(self, code, f_locals, f_globals, f_builtins, closure):
         all_entries = _C.cache_entries(code)
         entries = [e for e in all_entries if self._owns(e)]
-        churn = _DIED_YOUNG.get(code, 0)
+        churn = DIED_YOUNG.get(code, 0)
         if all_entries or churn:
             if entries:
                 reason = entries[0].guard.last_failure()
@@ -292,11 +292,6 @@ class ConvertFrame:
         return None
 
 
-# code -> entries of a function (not a method) dropped after at most one call because an object
-# their guards held died: counted against config.cache_size_limit (reset() forgets them).
-_DIED_YOUNG: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def _add_entry(code, entry, guard_export_fn=None) -> None:
     """Adds ``entry`` to ``code``'s cache, to be dropped when an object its guard holds weakly dies.
 
@@ -318,7 +313,7 @@ def _add_entry(code, entry, guard_export_fn=None) -> None:
         c, e = code_ref(), entry_ref()
         if c is not None and e is not None and _C is not None:   # (None at interpreter exit)
             if _C.cache_remove(c, e) and e.hits < 2 and e.tag is None:
-                _DIED_YOUNG[c] = _DIED_YOUNG.get(c, 0) + 1
+                DIED_YOUNG[c] = DIED_YOUNG.get(c, 0) + 1
 
     refs, seen = [], set()
     for o in objs:

@@ -24,8 +24,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .functional import (from_functional, functionalization, has_data_mutation, has_metadata_mutation,
-                         to_functional)
+from .functional import from_functional, functionalization, has_data_mutation, has_metadata_mutation, to_functional
 
 
 class AotUnsupported(RuntimeError):

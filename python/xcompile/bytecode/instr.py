@@ -31,7 +31,7 @@ from typing import Any, Iterable
 
 from . import opcodes as op
 
-_MISSING: Any = object()
+MISSING: Any = object()
 
 
 @dataclass(frozen=True)
@@ -212,7 +212,7 @@ def _jump_target_offset(ins: Instruction) -> int:
 
 # ---- writing ---------------------------------------------------------------------------------
 
-def create(opname: str, arg: int | None = None, argval: Any = _MISSING, *,
+def create(opname: str, arg: int | None = None, argval: Any = MISSING, *,
            target: Instruction | None = None, positions: dis.Positions | None = None,
            exn_entry: ExnEntry | None = None) -> Instruction:
     """A new instruction. Give names and constants as ``argval`` (the assembler finds or adds
@@ -226,15 +226,15 @@ def create(opname: str, arg: int | None = None, argval: Any = _MISSING, *,
         if target is None:
             raise ValueError(f"{opname} needs a target")
         return Instruction(opname, op.OPMAP[opname], 0, None, target, positions, None, exn_entry)
-    if opname == "COMPARE_OP" and argval is not _MISSING and arg is None:
+    if opname == "COMPARE_OP" and argval is not MISSING and arg is None:
         arg = op.COMPARE_ARG[argval]
     indexed = opname in op.HAS_CONST or opname in op.HAS_NAME or opname in op.HAS_LOCAL \
         or opname in op.HAS_FREE
     if indexed:
-        if argval is _MISSING:
+        if argval is MISSING:
             raise ValueError(f"{opname} needs argval (the name or constant)")
         arg = arg or 0
-    elif argval is _MISSING:
+    elif argval is MISSING:
         argval = arg
     if op.has_arg(opname) and arg is None:
         raise ValueError(f"{opname} needs an arg")

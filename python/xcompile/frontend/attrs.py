@@ -41,7 +41,7 @@ from .values import (
 if TYPE_CHECKING:
     from .tracer import Tracer
 
-_MISSING = object()
+MISSING = object()
 
 
 class AttrMissing(PythonError):
@@ -57,7 +57,7 @@ def _attr_error(v: Value, name: str) -> Unsupported:
                        "The same code raises AttributeError in eager mode.")
 
 
-def _object_init(self, *args, **kwargs):
+def object_init(self, *args, **kwargs):
     """Marker for ``super().__init__()`` reaching object.__init__ (a no-op; see builtins_more)."""
 
 
@@ -67,7 +67,7 @@ def mro_lookup(cls: type, name: str, start: int = 0) -> tuple[int, Any]:
     for i, k in enumerate(cls.__mro__[start:], start):
         if name in k.__dict__:
             return i, k.__dict__[name]
-    return -1, _MISSING
+    return -1, MISSING
 
 
 def class_member_source(obj_source: Source | None, mro_index: int, name: str) -> Source | None:
@@ -106,7 +106,7 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
         from .values import PartialValue
         return PartialValue(BuiltinValue(object.__getattribute__), [obj_v], {})
     if raw is object.__init__ and name == "__init__":                     # super().__init__()
-        return PartialValue(BuiltinValue(_object_init), [obj_v], {})
+        return PartialValue(BuiltinValue(object_init), [obj_v], {})
     if isinstance(obj_v, (NewObjectValue, UserObjectValue)) and obj_v.storage is not None and \
             getattr(raw, "__objclass__", None) in (dict, collections.OrderedDict):
         if name == "copy" and obj_v.storage.cls is collections.OrderedDict:   # self.__class__(self)
@@ -148,7 +148,7 @@ def object_attr(tx: "Tracer", v: Value, obj: Any, name: str, *, covered: bool,
     cls = type(obj)
     idx, raw = mro_lookup(cls, name)
     msrc = class_member_source(src, idx, name) if idx >= 0 else None
-    is_data_descr = raw is not _MISSING and hasattr(type(raw), "__set__") or isinstance(raw, property)
+    is_data_descr = raw is not MISSING and hasattr(type(raw), "__set__") or isinstance(raw, property)
     if is_data_descr:
         if isinstance(raw, property):
             return bind_class_member(tx, v, cls, idx, raw, name, msrc)
@@ -156,12 +156,12 @@ def object_attr(tx: "Tracer", v: Value, obj: Any, name: str, *, covered: bool,
     d = instance_dict if instance_dict is not None else getattr(obj, "__dict__", {})
     if name in d:
         return tx.wrap(d[name], attr_source(src, name) if src else None, covered)
-    if raw is not _MISSING:
+    if raw is not MISSING:
         bound = bind_class_member(tx, v, cls, idx, raw, name, msrc)
         if bound is not None:
             return bound
         return tx.wrap(raw, attr_source(src, name) if src else None, covered)
-    return _MISSING  # type: ignore[return-value]
+    return MISSING  # type: ignore[return-value]
 
 
 # -- one reader per value class ------------------------------------------------------------------------------
@@ -175,8 +175,8 @@ def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
         # write through it does not invalidate what autograd saved of the tensor (torch.compile
         # emits the same op)
         return tx.gb.call("call_function", torch._C._autograd._get_data_attr, (v,), what="Tensor.data")
-    raw = inspect.getattr_static(torch.Tensor, name, _MISSING)
-    if raw is _MISSING:
+    raw = inspect.getattr_static(torch.Tensor, name, MISSING)
+    if raw is MISSING:
         raise _attr_error(v, name)
     if callable(raw) and not isinstance(raw, property):
         return TensorMethodValue(v, name)    # forbidden methods (item, tolist...) break when called
@@ -203,7 +203,7 @@ def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
                                     dict.__getattribute__):
         return _custom_getattribute(tx, v, cls, name)
     r = object_attr(tx, v, v.obj, name, covered=False)
-    if r is _MISSING:
+    if r is MISSING:
         return _call_getattr_hook(tx, v, cls, name, _attr_error(v, name))
     return r
 
@@ -261,7 +261,7 @@ def generic_getattr(tx: "Tracer", v: Value, name: str) -> Value:
         if stored is not None:
             return stored
         r = object_attr(tx, v, v.obj, name, covered=False, generic=True)
-        if r is _MISSING:
+        if r is MISSING:
             raise _attr_error(v, name)
         return r
     if isinstance(v, NewObjectValue):
@@ -276,7 +276,7 @@ def _new_object_attr(tx: "Tracer", v: NewObjectValue, name: str) -> Value:
         return ClassValue(v.cls)
     idx, raw = mro_lookup(v.cls, name)
     if isinstance(raw, property) or name not in v.attrs:
-        if raw is _MISSING:
+        if raw is MISSING:
             raise _attr_error(v, name)
         bound = bind_class_member(tx, v, v.cls, idx, raw, name, None)
         return bound if bound is not None else tx.wrap(raw, None)
@@ -295,7 +295,7 @@ def _python_module_attr(tx: "Tracer", v: PythonModuleValue, name: str) -> Value:
 def _class_attr(tx: "Tracer", v: ClassValue, name: str) -> Value:
     cls = v.cls
     idx, raw = mro_lookup(cls, name)
-    if raw is _MISSING:
+    if raw is MISSING:
         if not hasattr(cls, name):
             raise _attr_error(v, name)
         raw = getattr(cls, name)
@@ -382,7 +382,7 @@ def super_attr(tx: "Tracer", sv: SuperValue, name: str) -> Value:
     if sv.cls not in mro:
         raise Unsupported("super(): object is not an instance of the class")
     idx, raw = mro_lookup(obj_cls, name, mro.index(sv.cls) + 1)
-    if raw is _MISSING:
+    if raw is MISSING:
         raise AttrMissing(f"'super' object has no attribute {name!r}")
     msrc = class_member_source(sv.obj.source, idx, name)
     bound = bind_class_member(tx, sv.obj, obj_cls, idx, raw, name, msrc)

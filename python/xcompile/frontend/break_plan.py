@@ -67,7 +67,7 @@ class RunnerPlan:
         for i, name in enumerate(code.co_freevars):     # the frame's own closure cells
             cell = frame.cells.get(name)
             if cell is not None:
-                self.b._memo[id(cell)] = f"closure[{i}]"
+                self.b.bind(cell, f"closure[{i}]")
 
     def build(self) -> BrokenFrame:
         tx, frame, kind, b = self.tx, self.frame, self.kind, self.b

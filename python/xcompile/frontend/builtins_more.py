@@ -19,7 +19,7 @@ import contextlib
 import itertools
 import operator
 
-from .attrs import _object_init
+from .attrs import object_init
 from .builtins_table import BUILTINS, builtin
 from .builtins_table import consts as _consts
 from .exc import PythonError, Unsupported
@@ -168,19 +168,19 @@ def _compress(tx, args, kwargs):
 # -- collections ---------------------------------------------------------------------------------------------
 @builtin(collections.OrderedDict)
 def _ordered_dict(tx, args, kwargs):
-    from .builtins_rules import _dict
-    d = _dict(tx, args, kwargs)
+    from .builtins_rules import dict_builtin
+    d = dict_builtin(tx, args, kwargs)
     d.cls = collections.OrderedDict
     return d
 
 
 @builtin(collections.defaultdict)
 def _defaultdict(tx, args, kwargs):
-    from .builtins_rules import _dict
+    from .builtins_rules import dict_builtin
     factory = args[0] if args else None
     if isinstance(factory, ConstantValue) and factory.value is None:
         factory = None
-    d = _dict(tx, list(args[1:]), kwargs)
+    d = dict_builtin(tx, list(args[1:]), kwargs)
     d.cls = collections.defaultdict
     d.default_factory = factory
     return d
@@ -338,7 +338,7 @@ def _object_getattribute(tx, args, kwargs):
     return generic_getattr(tx, args[0], _consts([args[1]], "__getattribute__")[0])
 
 
-@builtin(_object_init)
+@builtin(object_init)
 def _object_init_call(tx, args, kwargs):
     if len(args) > 1 or kwargs:
         raise PythonError.of(TypeError("object.__init__() takes exactly one argument "

@@ -245,7 +245,7 @@ def mapping_source(tx, v: Value) -> Value:
 
 
 @builtin(dict)
-def _dict(tx, args, kwargs):
+def dict_builtin(tx, args, kwargs):
     items: dict[Any, Value] = {}
     if args:
         src = mapping_source(tx, args[0])

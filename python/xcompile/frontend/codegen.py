@@ -255,6 +255,10 @@ class RunnerBuilder:
         self._keep.append(v)
         return name
 
+    def bind(self, obj: object, name: str) -> None:
+        """``name`` is the runner's expression for ``obj`` (a value, or a real cell) from now on."""
+        self._memo[id(obj)] = name
+
     def exit_holder(self) -> str:
         """A new ``ContextExit``, bound on the runner's first line (before anything can raise) and
         exited by its handler."""
@@ -378,7 +382,7 @@ def _super(b: RunnerBuilder, v: SuperValue) -> str:
 def _new_object_value(b: RunnerBuilder, v: NewObjectValue) -> str:
     base = "" if v.storage is None else f", {b.const(v.storage.cls)}"
     name = b.assign(f"new_object({b.const(v.cls)}, {{}}{base})")
-    b._memo[id(v)] = name                       # attributes may refer back to the object
+    b.bind(v, name)                             # attributes may refer back to the object
     if v.storage is not None:
         for k, x in v.storage.items.items():
             b.emit(f"{b.const(v.storage.cls)}.__setitem__({name}, {b.const(k)}, {b.expr(x)})")

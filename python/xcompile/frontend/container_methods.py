@@ -11,7 +11,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from .builtins_rules import _consts, _dict, sort_values
+from .builtins_rules import dict_builtin, sort_values
+from .builtins_table import consts as _consts
 from .exc import PythonError, Unsupported
 from .iteration import items_of
 from .pyops import as_constant, fold
@@ -122,7 +123,7 @@ def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
         raise Unsupported(f"dict.{name}")
     note_mutation(tx, d)
     if name == "update":
-        other = _dict(tx, args, kwargs)
+        other = dict_builtin(tx, args, kwargs)
         d.items.update(other.items)
         return ConstantValue(None)
     if name == "pop":

@@ -12,7 +12,7 @@ import torch
 from torch.nn.modules import module as nn_module
 
 from ..guards.sources import AttrSource, ItemSource
-from .attrs import _MISSING, AttrMissing, bind_class_member, class_member_source, mro_lookup, object_attr
+from .attrs import MISSING, AttrMissing, bind_class_member, class_member_source, mro_lookup, object_attr
 from .exc import Unsupported
 from .values import (
     ConstantValue,
@@ -53,7 +53,7 @@ def module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
         tx.memo[id(d[name])] = (d[name], dv)
         return dv
     r = object_attr(tx, v, m, name, covered=True, instance_dict=d)
-    if r is not _MISSING:
+    if r is not MISSING:
         return r
     for dict_name in _STATE_DICTS:
         table = d.get(dict_name, {})
@@ -162,7 +162,7 @@ def _call_forward(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[
         target = tx.wrap(m.__dict__["forward"], AttrSource(v.source, "forward") if v.source else None, True)
     else:
         idx, raw = mro_lookup(cls, "forward")
-        if raw is _MISSING or raw is nn_module._forward_unimplemented:
+        if raw is MISSING or raw is nn_module._forward_unimplemented:
             raise Unsupported(f"{cls.__name__} has no forward()")
         target = bind_class_member(tx, v, cls, idx, raw, "forward", class_member_source(v.source, idx, "forward"))
     from .calls import call_value
@@ -183,7 +183,7 @@ def module_getitem(tx: "Tracer", v: ModuleValue, key: Value) -> Value:
     if isinstance(m, (torch.nn.Sequential, torch.nn.ModuleList)) and isinstance(k, slice):
         return _module_slice(tx, v, k)
     idx, raw = mro_lookup(type(m), "__getitem__")
-    if raw is _MISSING:
+    if raw is MISSING:
         raise Unsupported(f"{type(m).__name__} is not subscriptable")
     method = bind_class_member(tx, v, type(m), idx, raw, "__getitem__",
                                class_member_source(v.source, idx, "__getitem__"))

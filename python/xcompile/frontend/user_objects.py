@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from .attrs import _MISSING, AttrMissing, load_attr, mro_lookup
+from .attrs import MISSING, AttrMissing, load_attr, mro_lookup
 from .exc import PythonError, Unsupported
 from .side_effects import DELETED
 from .values import (
@@ -40,7 +40,7 @@ _PLAIN_SETATTR = (object.__setattr__, torch.nn.Module.__setattr__)
 def _setter(tx: "Tracer", cls: type, name: str, obj_v: Value, value: Value | None) -> bool:
     """Run a class-level data descriptor's setter/deleter; False when there is none."""
     idx, raw = mro_lookup(cls, name)
-    if raw is _MISSING:
+    if raw is MISSING:
         return False
     if isinstance(raw, property):
         fn = raw.fset if value is not None else raw.fdel
