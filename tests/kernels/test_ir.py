@@ -6,19 +6,8 @@ import sympy
 import torch
 
 from xcompile.kernels.graph import reshape_index
-from xcompile.kernels.ir import (
-    Buffer,
-    FloorDiv,
-    KernelGraph,
-    Layout,
-    LoopNode,
-    ModIndex,
-    TensorRef,
-    format_graph,
-    index_var,
-    simplify_index,
-    verify_graph,
-)
+from xcompile.kernels.index import FloorDiv, ModIndex, index_var, simplify_index
+from xcompile.kernels.ir import Buffer, KernelGraph, Layout, LoopNode, TensorRef, format_graph, verify_graph
 
 x0, x1 = index_var("x", 0), index_var("x", 1)
 

@@ -20,7 +20,7 @@ from .. import config
 from .cpp_ops import COMBINE, CV, IDENT, LANES, STORAGE_CTYPE, TILE, Acc, CppOps, Line, acc_identity, cexpr, value_ctype
 from .cpp_prelude import have_libmvec, prelude
 from .fusion import Group
-from .ir import FloorDiv, ModIndex, simplify_index
+from .index import FloorDiv, ModIndex, simplify_index
 from .loops import LoopNest, node_indices, plan_loops
 
 

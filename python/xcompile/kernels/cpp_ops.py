@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 import sympy
 import torch
 
-from .ir import Ops, index_printer, simplify_index
+from .index import index_printer, simplify_index
+from .ir import Ops
 
 if TYPE_CHECKING:
     from .cpp import CppKernelWriter

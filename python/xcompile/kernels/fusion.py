@@ -24,19 +24,8 @@ import sympy
 from torch.utils import _pytree as pytree
 
 from .. import config, log
-from .ir import (
-    ExternNode,
-    FloorDiv,
-    InlineOps,
-    KernelGraph,
-    LoopNode,
-    ModIndex,
-    ReadRecorder,
-    TensorRef,
-    index_var,
-    record,
-    simplify_index,
-)
+from .index import FloorDiv, ModIndex, index_var, simplify_index
+from .ir import ExternNode, InlineOps, KernelGraph, LoopNode, ReadRecorder, TensorRef, record
 
 LOOKBACK = 8
 

@@ -13,7 +13,8 @@ import dataclasses
 import sympy
 
 from .fusion import Group
-from .ir import FloorDiv, ModIndex, ReadRecorder, index_var, simplify_index
+from .index import FloorDiv, ModIndex, index_var, simplify_index
+from .ir import ReadRecorder
 
 
 @dataclasses.dataclass

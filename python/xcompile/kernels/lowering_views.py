@@ -7,7 +7,8 @@ import torch
 
 from .. import config
 from .graph import TV, reshape_index, view_tv
-from .ir import FloorDiv, IndexCheck, ModIndex
+from .index import FloorDiv, ModIndex
+from .ir import IndexCheck
 from .lowering_base import bload, iter_layout, opmath, out_meta, register
 
 aten = torch.ops.aten
@@ -158,7 +159,7 @@ def _as_strided(L, node, x, size, stride, storage_offset=None):
         for i, st, n in zip(idx, stride, size):
             if n != 1:
                 flat = flat + i * st
-        from .ir import FloorDiv, ModIndex
+        from .index import FloorDiv, ModIndex
         full = [sympy.Integer(0)] * len(lay.size)
         for st, n, d in dims:
             full[d] = ModIndex(FloorDiv(flat, st), n)

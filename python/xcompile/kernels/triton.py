@@ -17,7 +17,8 @@ import torch
 from .. import config
 from .cache import load_python_module
 from .fusion import Group
-from .ir import Ops, index_printer, simplify_index
+from .index import index_printer, simplify_index
+from .ir import Ops
 from .loops import node_indices, plan_loops
 
 TL_DTYPE = {
