@@ -24,9 +24,14 @@ import torch.fx
 
 from .. import config, log
 from ..aot.aliasing import WrittenInputsChecked, any_shared
+from ..aot.api import aot_compile
+from ..aot.joint import fake_inputs
+from ..aot.lift import lift
+from ..aot.schema import OutputKind, analyze
 from ..aot.schema import writes_in_place as _writes_in_place
 from ..kernels.compile import compile_aten_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
+from .eager import scalar_graph
 
 
 def _needs_grad(tensors) -> bool:
@@ -40,9 +45,6 @@ def _eager(gm: torch.fx.GraphModule, why: str):
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: list):
-    from ..aot.lift import lift
-    from .eager import scalar_graph
-
     runner = scalar_graph(gm, "inductor")             # captured scalars (Tensor.item()): run as is
     if runner is not None:
         return runner
@@ -125,8 +127,6 @@ def _leaves(args) -> list:
 def _output_aliases_input(program, primals: list) -> bool:
     """Whether an output is an input or a view of one (a fake run; only for mutating graphs,
     where the functional graph would return a fresh tensor instead)."""
-    from ..aot.joint import fake_inputs
-    from ..aot.schema import OutputKind, analyze
     try:
         fake_mode, fakes = fake_inputs(primals)
         schema = analyze(program, fakes, fake_mode)
@@ -143,10 +143,6 @@ def _training_graph(gm: torch.fx.GraphModule, example_inputs: list):
 def _training(gm: torch.fx.GraphModule, inputs: list):
     """``aot_compile``: training graphs, and inference graphs whose outputs alias inputs they
     mutate (its runtime handles write-back and view regeneration for both)."""
-    try:
-        from ..aot.api import aot_compile
-    except ImportError as e:
-        return _eager(gm, f"training graphs need xcompile.aot ({e})")
     try:
         return aot_compile(gm, inputs, fw_compiler=_training_graph, bw_compiler=_training_graph,
                            inference_compiler=compile_aten_graph, partition="min_cut",

@@ -15,7 +15,7 @@ from collections import Counter
 
 import torch
 
-from .. import log
+from .. import config, log
 
 
 class CompileProfiler:
@@ -45,7 +45,6 @@ class CompileProfiler:
         self.recompiles.append((f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})", reason))
 
     def __enter__(self):
-        from .. import config
         self._patch = config.patch(cache_size_limit=1)
         self._patch.__enter__()
         log.add_observer(self)

@@ -21,7 +21,7 @@ from .cpp_ops import COMBINE, CV, IDENT, LANES, STORAGE_CTYPE, TILE, Acc, CppOps
 from .cpp_prelude import have_libmvec, prelude
 from .fusion import Group
 from .index import FloorDiv, ModIndex, simplify_index
-from .loops import LoopNest, node_indices, plan_loops
+from .loops import LoopNest, accesses, node_indices, plan_loops
 
 
 class CppKernelWriter:
@@ -240,7 +240,6 @@ class CppKernelWriter:
         if any(g.level[n] == "r" and g.phase[n] != 0 for n in g.nodes) or \
                 any(g.phase[n] > 1 for n in g.nodes):
             return False
-        from .loops import accesses
         loads = [e for kind, name, e in accesses(g, nest, self.buffers)
                  if kind == "load" and e.has(nest.rvars[0])]
         if not loads:
@@ -358,7 +357,6 @@ class CppKernelWriter:
         if n < 2 or nest.xsizes[-1] < TILE or nest.xsizes[-2] < TILE or \
                 not config.kernel_tile_transposes:
             return False
-        from .loops import accesses
         inner, outer = nest.xvars[-1], nest.xvars[-2]
         for kind, name, e in accesses(self.group, nest, self.buffers):
             if kind != "load" or e.has(FloorDiv, ModIndex):

@@ -16,6 +16,7 @@ import torch
 import torch.fx
 from torch.utils import _pytree as pytree
 
+from .index import FloorDiv, ModIndex
 from .ir import Buffer, ExternNode, KernelGraph, Layout, LoopNode, TensorRef, contiguous_strides, same_strides
 
 aten = torch.ops.aten
@@ -440,7 +441,6 @@ def reshape_index(in_size: Sequence[int], out_size: Sequence[int], idx: Sequence
 
     Dims are matched in groups with equal products, so a split or a merge only touches its
     own dims (a merge gives ``//`` and ``%``; a split stays linear)."""
-    from .index import FloorDiv, ModIndex
 
     in_size, out_size = list(in_size), list(out_size)
     if 0 in in_size or 0 in out_size:

@@ -13,6 +13,7 @@ from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
 from torch._prims_common import elementwise_dtypes
 
 from .graph import TV
+from .ir import ZeroDivCheck
 from .lowering_base import bload, iter_layout, meta_like, opmath, out_meta, pointwise, register
 from .lowering_base import const as _c
 
@@ -76,7 +77,6 @@ def _div(L, node, a, b):
 def _int_divisor(node, b, op: str):
     """``fn(ops, dt, x, y)`` that makes the kernel raise eager's ZeroDivisionError when an integer
     divisor ``y`` is 0 (a nonzero Python number needs no check)."""
-    from .ir import ZeroDivCheck
     check = ZeroDivCheck(op, 0, 1, False, RuntimeError)
 
     def guard(ops, dt, x, y):

@@ -159,7 +159,6 @@ def _as_strided(L, node, x, size, stride, storage_offset=None):
         for i, st, n in zip(idx, stride, size):
             if n != 1:
                 flat = flat + i * st
-        from .index import FloorDiv, ModIndex
         full = [sympy.Integer(0)] * len(lay.size)
         for st, n, d in dims:
             full[d] = ModIndex(FloorDiv(flat, st), n)

@@ -14,6 +14,7 @@ from typing import Any, Callable
 import torch
 from torch.utils import _pytree as pytree
 
+from .. import config
 from .fusion import Group
 from .ir import ExternNode, KernelGraph, TensorRef, contiguous_strides, raise_index_error, same_strides
 from .plan import Plan
@@ -240,7 +241,6 @@ def _restride(t: torch.Tensor, size, stride) -> torch.Tensor:
 
 def _check_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str]:
     """Under XCOMPILE_CHECK=1: the extern's outputs have the layouts the kernels assume."""
-    from .. import config
     if not config.verify:
         return []
     check = g.add(_check_layout, "check_layout")
