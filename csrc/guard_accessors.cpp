@@ -1,4 +1,4 @@
-// guard_accessors.cpp — the five accessor kinds (see guard_accessors.h).
+// guard_accessors.cpp — the accessor kinds (see guard_accessors.h).
 #include "guard_accessors.h"
 
 #include <stdexcept>
@@ -99,6 +99,36 @@ class GlobalAccessor final : public Accessor {
     return PyDict_GetItemWithError(d, name_.get());
   }
   Ref name_;
+};
+
+// The result of calling a held function with held constant arguments: a torch getter of global
+// state that a trace folded into a constant (torch.get_num_threads(),
+// torch._C._get_mkldnn_enabled(), torch.get_float32_matmul_precision()...). Called at every
+// check of the entry that relied on it; the call may not run Python code of the user's.
+class CallAccessor final : public Accessor {
+ public:
+  CallAccessor(PyObject* fn, PyObject* args, PyObject* kwargs, std::string name)
+      : fn_(fn), args_(args), kwargs_(kwargs), name_(std::move(name)) {}
+  PyObject* fetch(PyObject*, const FrameView&) const override {
+    return PyObject_Call(fn_.get(), args_.get(), kwargs_.get());
+  }
+  std::string path(const std::string&) const override { return name_; }
+  bool same(const Accessor& o) const override {
+    auto* p = dynamic_cast<const CallAccessor*>(&o);
+    if (p == nullptr || p->fn_.get() != fn_.get() || !same_key(p->args_.get(), args_.get())) {
+      return false;
+    }
+    if (p->kwargs_.get() == nullptr || kwargs_.get() == nullptr) {
+      return p->kwargs_.get() == kwargs_.get();
+    }
+    return same_key(p->kwargs_.get(), kwargs_.get());
+  }
+
+ private:
+  Ref fn_;
+  Ref args_;    // a tuple
+  Ref kwargs_;  // a dict, or NULL
+  std::string name_;
 };
 
 class ClosureAccessor final : public Accessor {
@@ -318,6 +348,14 @@ std::unique_ptr<Accessor> make_local_accessor(int index, std::string name) {
 
 std::unique_ptr<Accessor> make_global_accessor(PyObject* name) {
   return std::make_unique<GlobalAccessor>(interned(name));
+}
+
+std::unique_ptr<Accessor> make_call_accessor(PyObject* fn, PyObject* args, PyObject* kwargs,
+                                             std::string name) {
+  if (!PyCallable_Check(fn)) throw std::invalid_argument("fn must be callable");
+  if (!PyTuple_Check(args)) throw std::invalid_argument("args must be a tuple");
+  if (kwargs != nullptr && !PyDict_Check(kwargs)) throw std::invalid_argument("kwargs: a dict");
+  return std::make_unique<CallAccessor>(fn, args, kwargs, std::move(name));
 }
 
 std::unique_ptr<Accessor> make_closure_accessor(int index, std::string name) {

@@ -6,6 +6,7 @@
 //   closure(i)  closure[i].cell_contents                (exact dicts and subclasses), else
 //                                                       PyObject_GetItem
 //   closure_cell(i)  closure[i] (the cell itself)      generic_attr(name)  PyObject_GenericGetAttr
+//   call(fn, args, kwargs)  fn(*args, **kwargs): a global-state getter a trace folded
 //
 // Every accessor holds strong references to its key objects. fetch() returns a new reference,
 // or NULL (possibly with an error set, which the caller clears): a missing name, key, index or
@@ -25,6 +26,9 @@ std::unique_ptr<Accessor> make_local_accessor(int index, std::string name);
 // `name` borrowed (must be a str); interned internally.
 std::unique_ptr<Accessor> make_global_accessor(PyObject* name);
 std::unique_ptr<Accessor> make_closure_accessor(int index, std::string name);
+// fn(*args, **kwargs) with held references; `args` a tuple, `kwargs` a dict or NULL (borrowed).
+std::unique_ptr<Accessor> make_call_accessor(PyObject* fn, PyObject* args, PyObject* kwargs,
+                                             std::string name);
 // The cell object itself (a side effect rebinds its contents after the graph runs).
 std::unique_ptr<Accessor> make_closure_cell_accessor(int index, std::string name);
 // `name` borrowed (must be a str); interned internally.

@@ -148,6 +148,13 @@ PYBIND11_MODULE(_C, m) {
           },
           py::arg("index"), py::arg("name"))
       .def(
+          "call",
+          [](RootGuard& r, py::object fn, py::tuple args, py::object kwargs, std::string name) {
+            PyObject* kw = kwargs.is_none() ? nullptr : kwargs.ptr();
+            return r.frame_child(make_call_accessor(fn.ptr(), args.ptr(), kw, std::move(name)));
+          },
+          py::arg("fn"), py::arg("args"), py::arg("kwargs"), py::arg("name"))
+      .def(
           "closure_cell",
           [](RootGuard& r, int index, std::string name) {
             return r.frame_child(make_closure_cell_accessor(index, std::move(name)));

@@ -13,6 +13,7 @@ import torch
 from ..guards.sources import AttrSource, GenericAttrSource, ItemSource, Source
 from . import rules
 from .exc import PythonError, Unsupported
+from .global_reads import guard_module_property
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -288,6 +289,14 @@ def _python_module_attr(tx: "Tracer", v: PythonModuleValue, name: str) -> Value:
     if not hasattr(mod, name):
         raise _attr_error(v, name)
     trusted = rules.is_trusted_module_name(mod.__name__)
+    if type(mod) is not types.ModuleType:
+        _, raw = mro_lookup(type(mod), name)
+        if raw is not MISSING and hasattr(type(raw), "__set__"):
+            # a property of a module subclass (torch.backends.mkldnn.enabled, .cudnn.allow_tf32):
+            # it reads global state at each access, so its answer is guarded by asking again
+            value = guard_module_property(tx, mod, name)
+            if value is not NotImplemented:
+                return ConstantValue(value)
     src = None if trusted or v.source is None else AttrSource(v.source, name)
     return tx.wrap(getattr(mod, name), src)
 

@@ -17,6 +17,7 @@ import torch
 
 from . import rules
 from .exc import Unsupported
+from .global_reads import constant_args, guard_answer, watching
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -58,7 +59,27 @@ def _torch_op(tx: "Tracer", v: TorchOpValue, args, kwargs) -> Value:
         from . import scalars
         if fn in scalars.TO_TENSOR and scalars.is_sym(args[0]):
             return scalars.to_tensor(tx, fn, args, kwargs)       # torch.tensor(t.item())
-    return tx.gb.call("call_function", fn, args, kwargs)
+    if not constant_args(args, kwargs):
+        return tx.gb.call("call_function", fn, args, kwargs)
+    # no tensor in: a constant answer may have come from global state (global_reads.py)
+    if isinstance(fn, types.FunctionType):
+        read_state = [False]
+
+        def watched(*a, **k):
+            with watching() as seen:
+                try:
+                    return fn(*a, **k)
+                finally:
+                    read_state[0] = seen[0]
+
+        result = tx.gb.call("call_function", fn, args, kwargs, fake_fn=watched, what=None)
+        if isinstance(result, ConstantValue) and read_state[0]:
+            guard_answer(tx, fn, args, kwargs, result.value)
+        return result
+    result = tx.gb.call("call_function", fn, args, kwargs)
+    if isinstance(result, ConstantValue):
+        guard_answer(tx, fn, args, kwargs, result.value)
+    return result
 
 
 def _set_grad_enabled(tx: "Tracer", args) -> Value:

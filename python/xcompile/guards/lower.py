@@ -10,6 +10,7 @@ from .. import _C
 from . import spec
 from .sources import (
     AttrSource,
+    CallSource,
     ClosureCellSource,
     ClosureSource,
     GenericAttrSource,
@@ -55,6 +56,8 @@ class _Lowering:
             n = self.root.closure(src.index, src.var_name)
         elif isinstance(src, ClosureCellSource):
             n = self.root.closure_cell(src.index, src.var_name)
+        elif isinstance(src, CallSource):
+            n = self.root.call(src.fn, src.args, dict(src.kwargs) if src.kwargs else None, src.name())
         elif isinstance(src, GenericAttrSource):
             n = self.node(src.base).generic_attr(src.attr)
         elif isinstance(src, AttrSource):

@@ -118,3 +118,25 @@ class ItemSource(Source):
     def fetch(self, *frame):
         base = self.base.fetch(*frame)
         return dict.__getitem__(base, self.key) if isinstance(base, dict) else base[self.key]
+
+
+@dataclass(frozen=True)
+class CallSource(Source):
+    """``fn(*args, **kwargs)`` called again at every check: a torch getter of global state whose
+    answer the trace folded into a constant (``torch.get_num_threads()``,
+    ``torch.backends.mkldnn.enabled``...).  ``kwargs`` is a tuple of (name, value) pairs."""
+
+    fn: Any
+    args: tuple
+    kwargs: tuple = ()
+
+    def name(self) -> str:
+        if self.fn is getattr and len(self.args) == 2 and hasattr(self.args[0], "__name__"):
+            return f"{self.args[0].__name__}.{self.args[1]}"
+        qual = getattr(self.fn, "__qualname__", None) or getattr(self.fn, "__name__", repr(self.fn))
+        mod = getattr(self.fn, "__module__", None)
+        parts = [repr(a) for a in self.args] + [f"{k}={v!r}" for k, v in self.kwargs]
+        return f"{mod + '.' if mod else ''}{qual}({', '.join(parts)})"
+
+    def fetch(self, frame_locals, frame_globals, builtins, closure):
+        return self.fn(*self.args, **dict(self.kwargs))
