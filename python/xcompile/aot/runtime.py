@@ -21,9 +21,11 @@ import torch
 from .. import _C
 from ..log import log
 from .aliasing import eager_for_aliased, shares_storage
+from .saved_use import saved_needed
 from .schema import AotUnsupported, OutputKind, Schema
 
 _requires_grad = operator.attrgetter("requires_grad")
+_version = operator.attrgetter("_version")
 
 DOUBLE_BACKWARD_ERROR = (
     "torch.compile with aot_autograd does not currently support double backward (xcompile: the "
@@ -105,7 +107,9 @@ class CompiledFunction(torch.autograd.Function):
                 fw_outs[i] = _deview(t)
         ctx.art = art
         ctx.set_materialize_grads(False)        # an unused output's gradient stays None (backward)
-        ctx.save_for_backward(*outs[n:])
+        saved = outs[n:]
+        ctx.save_for_backward(*saved)
+        ctx.versions = tuple(map(_version, saved))     # see _saved_after_writes
         if art.non_diff_outs:
             # a compiler may return one tensor object for two outputs (``t.detach()`` and
             # ``t.view(-1)`` of a 1-element t), or a non-differentiable output as a view of a
@@ -134,7 +138,13 @@ class CompiledFunction(torch.autograd.Function):
                 g = torch.zeros(size, dtype=dtype, device=device)
                 missing.append(k)
             tangents.append(g if g.is_contiguous() else g.contiguous())
-        args = [*ctx.saved_tensors, *tangents]
+        try:
+            saved = ctx.saved_tensors
+        except RuntimeError as e:
+            if "modified by an inplace operation" not in str(e):
+                raise
+            saved = _saved_after_writes(ctx, art, frozenset(range(len(tangents))) - frozenset(missing), e)
+        args = [*saved, *tangents]
         bw = art.backward_fn(args)
         if torch.is_grad_enabled():            # create_graph=True: allow once, refuse a second time
             out = _OnceDifferentiable.apply(bw, *args)
@@ -148,6 +158,17 @@ class CompiledFunction(torch.autograd.Function):
             return (None, *[None if s is None or (s < len(deps) and deps[s] and deps[s] <= unused)
                             else out[s] for s in art.grad_slots])
         return (None, *[None if s is None else out[s] for s in art.grad_slots])
+
+
+def _saved_after_writes(ctx, art: TrainingArtifact, live: frozenset, error: RuntimeError) -> tuple:
+    """Some saved tensor was written in place after the forward (autograd refused to unpack):
+    eager raises only if the loss reaches an op that saved it, so raise ``error`` only when a
+    written tensor contributes to a live output's gradient (aot/saved_use.py)."""
+    current = [r.data for r in ctx._raw_saved_tensors]
+    for i, (t, v) in enumerate(zip(current, ctx.versions)):
+        if t._version != v and saved_needed(art.bw_gm, art.num_saved, i, live):
+            raise error
+    return tuple(current)
 
 
 # Function.apply minus its Python prologue (default-arg binding for setup_context, which we do
