@@ -13,15 +13,24 @@ that do not depend on the inner loop (an embedding row's index and its check) ar
 """
 from __future__ import annotations
 
+import re
+
 import sympy
 import torch
 
 from .. import config
 from .cpp_ops import COMBINE, CV, IDENT, LANES, STORAGE_CTYPE, TILE, Acc, CppOps, Line, acc_identity, cexpr, value_ctype
-from .cpp_prelude import have_libmvec, prelude
+from .cpp_prelude import SCALAR_ONLY, have_libmvec, prelude
 from .fusion import Group
 from .index import FloorDiv, ModIndex, simplify_index
 from .loops import LoopNest, accesses, node_indices, plan_loops
+
+_SCALAR_CALL = re.compile(r"\bxc_(" + "|".join(SCALAR_ONLY) + r")\(")
+
+
+def _scalar_calls(ln: str) -> str:
+    text = _SCALAR_CALL.sub(r"xc_\1_s(", ln)
+    return Line(text, ln.deps) if isinstance(ln, Line) else text
 
 
 class CppKernelWriter:
@@ -147,6 +156,7 @@ class CppKernelWriter:
         rnodes = [n for n in g.nodes if g.level[n] == "r"]
         phases = sorted({g.phase[n] for n in g.nodes})
         body: list[str] = []
+        r_loops = 0
         for p in range(max(phases) + 1 if phases else 1):
             self.block = []
             for n in xnodes:
@@ -157,6 +167,11 @@ class CppKernelWriter:
             loop_nodes = [n for n in rnodes if g.phase[n] == p]
             if loop_nodes:
                 body += self.reduction_loop(loop_nodes)
+                r_loops += 1
+        if r_loops > 1:
+            # later loops recompute what earlier ones reduced (x == x.max() in max's backward):
+            # every copy must see the same bits, so no libmvec vector variants here
+            body = [_scalar_calls(ln) for ln in body]
         work = nest.xnumel * max(nest.rnumel, 1)
         parallel = (work >= config.cpp_parallel_threshold and nest.xsizes and
                     nest.xsizes[0] >= 2)

@@ -37,6 +37,33 @@ def _decls(simd: bool) -> str:
 INLINE_FLOAT = ("exp", "tanh")
 
 
+def _scalar_only() -> str:
+    """``xc_<f>_s``: the libm call under another name, so g++ never swaps in a libmvec vector
+    variant (which may differ from the scalar result in the last ulp). A kernel that computes
+    a value in two loops (a reduction, then a loop that compares against its result, as
+    ``x == x.max()`` does) uses these, so both loops see the same bits."""
+    out = ['extern "C" {']
+    for f in MVEC_FUNCS:
+        out.append(f'float xcs_{f}f(float) __asm__("{f}f"); double xcs_{f}(double) __asm__("{f}");')
+    for f in MVEC_FUNCS2:
+        out.append(f'float xcs_{f}f(float, float) __asm__("{f}f"); '
+                   f'double xcs_{f}(double, double) __asm__("{f}");')
+    out.append("}")
+    for f in MVEC_FUNCS:
+        # the inline float versions are plain arithmetic: the same bits in any loop
+        fl = f"xc_{f}(a)" if f in INLINE_FLOAT else f"xcs_{f}f(a)"
+        out.append(f"static inline float xc_{f}_s(float a) {{ return {fl}; }} "
+                   f"static inline double xc_{f}_s(double a) {{ return xcs_{f}(a); }}")
+    for f in MVEC_FUNCS2:
+        out.append(f"static inline float xc_{f}_s(float a, float b) {{ return xcs_{f}f(a, b); }} "
+                   f"static inline double xc_{f}_s(double a, double b) {{ return xcs_{f}(a, b); }}")
+    return "\n".join(out)
+
+
+# calls a kernel rewrites to their scalar-only versions (see _scalar_only)
+SCALAR_ONLY = MVEC_FUNCS + MVEC_FUNCS2
+
+
 def _wrappers() -> str:
     out = []
     for f in MVEC_FUNCS + PLAIN_FUNCS:
@@ -214,4 +241,4 @@ template <typename T> static inline void xc_argmin_merge(T& a, int64_t& ai, T b,
 
 def prelude(simd_math: bool) -> str:
     return ("#include <cstdint>\n#include <limits>\nextern \"C\" {\n" + _decls(simd_math) + "\n}\n" +
-            _wrappers() + _HELPERS)
+            _wrappers() + _HELPERS + "\n" + _scalar_only() + "\n")
