@@ -321,3 +321,39 @@ def test_detach_of_input_that_requires_grad_called_under_no_grad(backend):
         def f(a0, a1):
             return a0.detach(), a0.view(-1), a0[1:], a1 * 2
         """, args_with_leaves(nonleaf(3, 2), plain(3)), backend, calls=2, grad=False)
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_saved_tensor_written_after_break_when_its_output_is_dropped(backend):
+    # seed 5240 (aot_eager, "modified by an inplace operation"), minimized: v2 * v2 saved v2,
+    # the branch writes v2 and drops that product; eager never runs the node that saved it
+    _check("""
+        def f(a1):
+            v2 = torch.atan(a1)
+            v3 = v2.narrow(0, 0, 1)
+            v5 = v2 * v2
+            if v3.max().item() > -10.0:
+                v2[0] += 1
+                v5 = torch.nn.functional.silu(v2)
+            return (v5, )
+        """, args_with_leaves(nonleaf(3, 4)), backend, calls=2)
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_max_of_sin_inside_grad_mode_block_before_a_break(backend):
+    # seed 4337 (inductor, NaN gradients), minimized: the kernel's second loop recomputed
+    # sin(y) with libmvec's vector sinf, and no element equalled the maximum (0/0 in max's
+    # backward, multiplied by the zero tangent of the unused .item() output)
+    _check("""
+        def h1(x, y):
+            u3 = x + x
+            with torch.set_grad_enabled(True):
+                u5 = torch.sin(y)
+            if u5.max().item() > 0.5:
+                pass
+            return u3
+
+        def f(a2):
+            v2 = h1(a2, a2)
+            return (v2 + a2, )
+        """, args_with_leaves(leafarg(3, 4)), backend, calls=16)
