@@ -357,3 +357,23 @@ def test_max_of_sin_inside_grad_mode_block_before_a_break(backend):
             v2 = h1(a2, a2)
             return (v2 + a2, )
         """, args_with_leaves(leafarg(3, 4)), backend, calls=16)
+
+
+def _second_half_of_a_base(i):
+    base = torch.randn(4, 5, generator=torch.Generator().manual_seed(300 + i))
+    return [base[2:]], {}, []
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_column_write_into_an_input_at_a_storage_offset_after_a_row_write(backend):
+    # seed 4709 (inductor, "setStorage ... out of bounds"), minimized by hand: the input is
+    # base[2:] (storage offset 10); after x[0].mul_(2) the kernels hold x's new value in a fresh
+    # buffer, and the view x[:, 0] of it kept the input's absolute offset 10
+    _check("""
+        def f(x):
+            with torch.no_grad():
+                x[0].mul_(2)
+                x[:, 0] = -1.5
+                s7 = float(x.mean())
+            return x + s7
+        """, _second_half_of_a_base, backend, calls=2)

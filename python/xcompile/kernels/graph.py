@@ -73,6 +73,10 @@ class GraphLowering:
         self.constants: dict[str, torch.Tensor] = {}
         self.meta_exact: set[str] = set()
         self.input_offsets: dict[str, int] = {}   # storage offset of each input's data_ptr
+        # for a computed buffer in meta_exact: the storage offset of its fake value (a value the
+        # trace took as an update of a view input keeps that input's offset; the buffer itself
+        # starts at 0, so view offsets taken from metadata are made relative to this)
+        self.meta_offsets: dict[str, int] = {}
         self.eager_layouts: dict[str, Layout] = {}  # the layout eager gives a buffer, where we know better than meta
         self.extern_reads: set[str] = set()         # buffers ATen calls read (their layouts are fixed then)
 
@@ -109,6 +113,7 @@ class GraphLowering:
         lay = self.buffers[name].layout
         if isinstance(val, torch.Tensor) and Layout.of(val) == lay:
             self.meta_exact.add(name)
+            self.meta_offsets[name] = int(val.storage_offset())
 
     # -- building nodes -------------------------------------------------------------------------
     def pointwise(self, dtype: torch.dtype, size: Sequence[int], body: Callable,
@@ -231,6 +236,7 @@ class GraphLowering:
             mv = meta_flat[i] if i < len(meta_flat) else None
             if isinstance(mv, torch.Tensor) and Layout.of(mv) == self.buffers[nm].layout:
                 self.meta_exact.add(nm)
+                self.meta_offsets[nm] = int(mv.storage_offset())
         name = getattr(target, "__name__", str(target))
         self.fallbacks.append(f"{name} ({reason})")
         self.nodes.append(ExternNode(outputs[0] if outputs else self.new_name("ext"), target, args,
@@ -341,6 +347,7 @@ class GraphLowering:
         buf.layout = want
         if want == Layout.of(val):
             self.meta_exact.add(buf.name)
+            self.meta_offsets[buf.name] = int(val.storage_offset())
         return tv
 
     def _alias_outputs(self, outputs: list, metas: list) -> list:
@@ -423,7 +430,10 @@ def view_tv(L: GraphLowering, x: TV, size: Sequence[int], loader: Callable, val=
         val = L.current.meta.get("val") if L.current is not None else None
     if x.ref is not None and isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(size):
         base = L.buffers[x.ref.name]
-        lay = Layout(val.dtype, tuple(val.shape), tuple(val.stride()), int(val.storage_offset()))
+        offset = int(val.storage_offset())
+        if base.kind != "input":             # the buffer starts at 0, its fake value may not
+            offset -= L.meta_offsets.get(x.ref.name, 0)
+        lay = Layout(val.dtype, tuple(val.shape), tuple(val.stride()), offset)
         exact = base.kind == "input" or _layout_matches_meta(L, x.ref.name)
         if exact:
             ref = TensorRef(x.ref.name, (lay.size, lay.stride, lay.offset))

@@ -152,7 +152,8 @@ def _as_strided(L, node, x, size, stride, storage_offset=None):
             return NotImplemented
         expect *= n
     val = out_meta(node)
-    offset = int(val.storage_offset()) - L.input_offsets.get(base.name, 0)
+    offset = int(val.storage_offset()) - (L.input_offsets.get(base.name, 0) if base.kind == "input"
+                                          else L.meta_offsets.get(base.name, 0))
 
     def loader(ops, idx):
         flat = sympy.Integer(offset)
