@@ -377,3 +377,41 @@ def test_column_write_into_an_input_at_a_storage_offset_after_a_row_write(backen
                 s7 = float(x.mean())
             return x + s7
         """, _second_half_of_a_base, backend, calls=2)
+
+
+def _offset_then_fresh(i):
+    if i == 0:
+        base = torch.randn(6, 2, generator=torch.Generator().manual_seed(400))
+        return [base[:5], base[1:]], {}, []
+    g = torch.Generator().manual_seed(400 + i)
+    return [torch.randn(5, 2, generator=g), torch.randn(5, 2, generator=g)], {}, []
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_view_write_into_an_input_whose_storage_offset_changes_between_calls(backend):
+    # seed 4282 (inductor, "setStorage ... out of bounds"), minimized: traced with a1 = base[1:]
+    # (storage offset 2), called again with a fresh a1 (offset 0); the kernels' view a1[:, 0]
+    # kept the absolute offset 2 (and a trace at offset 0 would have read the wrong elements
+    # of a later input at offset 2)
+    _check("""
+        def f(a0, a1):
+            a1[:, 0] = 0.5
+            return (a0.cos(), )
+        """, _offset_then_fresh, backend, calls=3)
+
+
+def _fresh_then_offset(i):
+    g = torch.Generator().manual_seed(500 + i)
+    a0 = torch.randn(5, 2, generator=g)
+    if i == 1:
+        return [a0, torch.randn(7, 2, generator=g)[2:]], {}, []
+    return [a0, torch.randn(5, 2, generator=g)], {}, []
+
+
+@pytest.mark.parametrize("backend", _params({}))
+def test_view_write_into_an_input_traced_at_offset_zero_then_called_at_an_offset(backend):
+    _check("""
+        def f(a0, a1):
+            a1[:, 0] = 0.5
+            return (a0.cos() + a1[:, 1].sum(), )
+        """, _fresh_then_offset, backend, calls=3)

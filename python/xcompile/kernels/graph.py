@@ -430,9 +430,11 @@ def view_tv(L: GraphLowering, x: TV, size: Sequence[int], loader: Callable, val=
         val = L.current.meta.get("val") if L.current is not None else None
     if x.ref is not None and isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(size):
         base = L.buffers[x.ref.name]
-        offset = int(val.storage_offset())
-        if base.kind != "input":             # the buffer starts at 0, its fake value may not
-            offset -= L.meta_offsets.get(x.ref.name, 0)
+        # relative to the buffer's first element: an input may come at another storage offset
+        # next call (guards do not check it); a buffer we allocate starts at 0, its fake value
+        # (the new value of a view input) may not
+        offset = int(val.storage_offset()) - (L.input_offsets.get(x.ref.name, 0) if base.kind == "input"
+                                              else L.meta_offsets.get(x.ref.name, 0))
         lay = Layout(val.dtype, tuple(val.shape), tuple(val.stride()), offset)
         exact = base.kind == "input" or _layout_matches_meta(L, x.ref.name)
         if exact:

@@ -82,6 +82,11 @@ def _tensor(ref: TensorRef, graph: KernelGraph | None = None) -> str:
             same_strides(size, stride, contiguous_strides(size)):
         dims = ", ".join(str(int(n)) for n in size) if size else "()"
         return f"{ref.name}.view({dims})"        # a reshape of a buffer we allocated: cheaper
+    if buf is not None and buf.kind == "input":
+        # view offsets are relative to the input's own offset, which may change between calls
+        if offset == 0:
+            return f"as_strided({ref.name}, {tuple(size)!r}, {tuple(stride)!r})"
+        return f"as_strided({ref.name}, {tuple(size)!r}, {tuple(stride)!r}, {ref.name}.storage_offset() + {offset})"
     return f"as_strided({ref.name}, {tuple(size)!r}, {tuple(stride)!r}, {offset})"
 
 
