@@ -481,8 +481,10 @@ class Gen:
         if r < 0.45:
             y = self.tensor()
             return rng.choice((
-                f"{x}.sum() > 0", f"{x}.mean() > {y}.mean()", f"({x} > 0).any()", f"({x} > -2).all()",
-                f"{x}.max().item() > 0.5", f"{x}.sum() < {y}.sum()", f"bool({x}.abs().sum() > 3)",
+                # two reductions are compared with a margin: x and y may be one value computed twice
+                # (eager gives equal bits, compiled kernels may not: a tie is no test of a compiler)
+                f"{x}.sum() > 0", f"{x}.mean() > {y}.mean() + 0.01", f"({x} > 0).any()", f"({x} > -2).all()",
+                f"{x}.max().item() > 0.5", f"{x}.sum() + 0.01 < {y}.sum()", f"bool({x}.abs().sum() > 3)",
                 f"float({x}.mean()) > 0", f"{x}.numel() > 0 and {x}.sum() > 0"))
         if r < 0.7 and pys:
             p = rng.choice(pys)
