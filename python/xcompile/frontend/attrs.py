@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from ..guards.sources import AttrSource, GenericAttrSource, ItemSource, Source
-from . import rules
+from . import hub, rules
 from .exc import PythonError, Unsupported
 from .global_reads import guard_module_property
 from .values import (
@@ -26,6 +26,7 @@ from .values import (
     NestedFunctionValue,
     NewObjectValue,
     ObjectMethodValue,
+    PartialValue,
     PythonModuleValue,
     SetValue,
     SuperValue,
@@ -97,21 +98,16 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
         fsrc = AttrSource(member_source, "__func__") if member_source is not None else None
         return BoundMethodValue(tx.wrap(raw.__func__, fsrc, True), ClassValue(cls))
     if name == "__call__" and raw is functools._lru_cache_wrapper.__call__:  # lru_cache / cache
-        from .builtins_more import lru_cached_call
-        from .values import PartialValue
-        return PartialValue(BuiltinValue(lru_cached_call), [obj_v], {})
+        return PartialValue(BuiltinValue(hub.lru_cached_call), [obj_v], {})
     if raw is object.__setattr__ or raw is torch.nn.Module.__setattr__:   # super().__setattr__(n, v)
-        from .values import PartialValue
         return PartialValue(BuiltinValue(object.__setattr__), [obj_v], {})
     if raw is object.__getattribute__:              # super().__getattribute__(n) in a __getattribute__
-        from .values import PartialValue
         return PartialValue(BuiltinValue(object.__getattribute__), [obj_v], {})
     if raw is object.__init__ and name == "__init__":                     # super().__init__()
         return PartialValue(BuiltinValue(object_init), [obj_v], {})
     if isinstance(obj_v, (NewObjectValue, UserObjectValue)) and obj_v.storage is not None and \
             getattr(raw, "__objclass__", None) in (dict, collections.OrderedDict):
         if name == "copy" and obj_v.storage.cls is collections.OrderedDict:   # self.__class__(self)
-            from .values import PartialValue
             return PartialValue(ClassValue(cls), [obj_v], {})
         return storage_method(obj_v.storage, name)          # dict.keys(self), super().__setitem__...
     if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
@@ -128,7 +124,6 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
 
 def storage_method(storage: DictValue, name: str) -> Value:
     """A builtin dict method bound to the dict storage of a dict subclass made in the frame."""
-    from .values import PartialValue
     ops = {"__getitem__": operator.getitem, "__setitem__": operator.setitem, "__delitem__": operator.delitem,
            "__len__": len, "__iter__": iter}
     if name in ops:
@@ -190,13 +185,11 @@ def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
 
 
 def _module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
-    from .modules import module_attr
-    return module_attr(tx, v, name)
+    return hub.module_attr(tx, v, name)
 
 
 def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
-    from .user_objects import stored_attribute
-    stored = stored_attribute(tx, v.obj, name, v)
+    stored = hub.stored_attribute(tx, v.obj, name, v)
     if stored is not None:                        # assigned earlier in this trace
         return stored
     cls = type(v.obj)
@@ -257,8 +250,7 @@ def _inline_lookup(tx: "Tracer", fn: Value, v: Value, name: str) -> Value:
 def generic_getattr(tx: "Tracer", v: Value, name: str) -> Value:
     """``object.__getattribute__(obj, name)``: instance dict and class, no ``__getattr__``."""
     if isinstance(v, UserObjectValue):
-        from .user_objects import stored_attribute
-        stored = stored_attribute(tx, v.obj, name, v)
+        stored = hub.stored_attribute(tx, v.obj, name, v)
         if stored is not None:
             return stored
         r = object_attr(tx, v, v.obj, name, covered=False, generic=True)
@@ -320,8 +312,7 @@ def _class_attr(tx: "Tracer", v: ClassValue, name: str) -> Value:
 
 
 def _constant_attr(tx: "Tracer", v: ConstantValue, name: str) -> Value:
-    from .introspection import signature_attr
-    special = signature_attr(tx, v, name)
+    special = hub.signature_attr(tx, v, name)
     if special is not None:
         return special
     try:
@@ -431,3 +422,9 @@ def load_attr(tx: "Tracer", v: Value, name: str) -> Value:
     if reader is None:
         raise Unsupported(f"reading attribute {name!r} of {v.describe()}")
     return reader(tx, v, name)
+
+hub.register(
+    bind_class_member=bind_class_member, class_member_source=class_member_source,
+    generic_getattr=generic_getattr, load_attr=load_attr, mro_lookup=mro_lookup,
+    storage_method=storage_method,
+)

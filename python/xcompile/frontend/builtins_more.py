@@ -19,6 +19,8 @@ import contextlib
 import itertools
 import operator
 
+from ..guards.sources import AttrSource
+from . import hub
 from .attrs import object_init
 from .builtins_table import BUILTINS, builtin
 from .builtins_table import consts as _consts
@@ -27,20 +29,24 @@ from .iteration import items_of
 from .pyops import as_constant, binary_op, getitem, truth, unary_op
 from .values import (
     BuiltinValue,
+    ClassValue,
     ConstantValue,
     DictValue,
+    FunctionValue,
     IteratorValue,
+    ModuleValue,
     PartialValue,
     SetValue,
     TupleValue,
+    UserObjectValue,
     Value,
     is_constant,
+    real_object,
 )
 
 
 def _call(tx, fn: Value, args: list[Value], kwargs: dict | None = None) -> Value:
-    from .calls import call_value
-    return call_value(tx, fn, args, kwargs or {})
+    return hub.call_value(tx, fn, args, kwargs or {})
 
 
 def _int(v: Value | None, what: str, default=None):
@@ -168,19 +174,17 @@ def _compress(tx, args, kwargs):
 # -- collections ---------------------------------------------------------------------------------------------
 @builtin(collections.OrderedDict)
 def _ordered_dict(tx, args, kwargs):
-    from .builtins_rules import dict_builtin
-    d = dict_builtin(tx, args, kwargs)
+    d = hub.dict_builtin(tx, args, kwargs)
     d.cls = collections.OrderedDict
     return d
 
 
 @builtin(collections.defaultdict)
 def _defaultdict(tx, args, kwargs):
-    from .builtins_rules import dict_builtin
     factory = args[0] if args else None
     if isinstance(factory, ConstantValue) and factory.value is None:
         factory = None
-    d = dict_builtin(tx, list(args[1:]), kwargs)
+    d = hub.dict_builtin(tx, list(args[1:]), kwargs)
     d.cls = collections.defaultdict
     d.default_factory = factory
     return d
@@ -233,13 +237,12 @@ def _attrgetter(tx, args, kwargs):
 
 @builtin(_attrgetter_call)
 def _attrgetter_apply(tx, args, kwargs):
-    from .attrs import load_attr
     names, obj = args[0].value, args[1]
     out = []
     for dotted in names:
         v = obj
         for part in dotted.split("."):
-            v = load_attr(tx, v, part)
+            v = hub.load_attr(tx, v, part)
         out.append(v)
     return out[0] if len(out) == 1 else TupleValue(out)
 
@@ -253,9 +256,8 @@ def _methodcaller(tx, args, kwargs):
 
 @builtin(_methodcaller_call)
 def _methodcaller_apply(tx, args, kwargs):
-    from .attrs import load_attr
     name, margs, mkwargs, obj = args[0].value, args[1].items, args[2].items, args[3]
-    return _call(tx, load_attr(tx, obj, name), list(margs), dict(mkwargs))
+    return _call(tx, hub.load_attr(tx, obj, name), list(margs), dict(mkwargs))
 
 
 for _op in (operator.lshift, operator.rshift, operator.isub, operator.itruediv, operator.ifloordiv,
@@ -268,33 +270,28 @@ for _op in (operator.pos, operator.invert, operator.inv):
 
 @builtin(operator.contains)
 def _contains(tx, args, kwargs):
-    from .pyops import contains
-    return ConstantValue(contains(tx, args[1], args[0]))
+    return ConstantValue(hub.contains(tx, args[1], args[0]))
 
 
 @builtin(operator.is_)
 def _is(tx, args, kwargs):
-    from .pyops import is_op
-    return ConstantValue(is_op(args[0], args[1]))
+    return ConstantValue(hub.is_op(args[0], args[1]))
 
 
 @builtin(operator.is_not)
 def _is_not(tx, args, kwargs):
-    from .pyops import is_op
-    return ConstantValue(not is_op(args[0], args[1]))
+    return ConstantValue(not hub.is_op(args[0], args[1]))
 
 
 @builtin(operator.setitem)
 def _setitem(tx, args, kwargs):
-    from .pyops import setitem
-    setitem(tx, args[0], args[1], args[2])
+    hub.setitem(tx, args[0], args[1], args[2])
     return ConstantValue(None)
 
 
 @builtin(operator.delitem)
 def _delitem(tx, args, kwargs):
-    from .pyops import delitem
-    delitem(tx, args[0], args[1])
+    hub.delitem(tx, args[0], args[1])
     return ConstantValue(None)
 
 
@@ -309,33 +306,29 @@ def _index(tx, args, kwargs):
 # -- attributes ----------------------------------------------------------------------------------------------
 @builtin(setattr)
 def _setattr(tx, args, kwargs):
-    from .user_objects import store_attribute
-    store_attribute(tx, args[0], _consts([args[1]], "setattr")[0], args[2])
+    hub.store_attribute(tx, args[0], _consts([args[1]], "setattr")[0], args[2])
     return ConstantValue(None)
 
 
 @builtin(delattr)
 def _delattr(tx, args, kwargs):
-    from .user_objects import delete_attribute
-    delete_attribute(tx, args[0], _consts([args[1]], "delattr")[0])
+    hub.delete_attribute(tx, args[0], _consts([args[1]], "delattr")[0])
     return ConstantValue(None)
 
 
 @builtin(object.__setattr__)
 def _object_setattr(tx, args, kwargs):
     """``object.__setattr__(self, name, v)`` / ``super().__setattr__`` inside a user __setattr__."""
-    from .user_objects import store_attribute
-    store_attribute(tx, args[0], _consts([args[1]], "__setattr__")[0], args[2], plain=True)
+    hub.store_attribute(tx, args[0], _consts([args[1]], "__setattr__")[0], args[2], plain=True)
     return ConstantValue(None)
 
 
 @builtin(object.__getattribute__)
 def _object_getattribute(tx, args, kwargs):
     """``object.__getattribute__(self, name)`` / ``super().__getattribute__(name)``."""
-    from .attrs import generic_getattr
     if len(args) != 2 or kwargs:
         raise PythonError.of(TypeError(f"expected 2 arguments, got {len(args)}"))
-    return generic_getattr(tx, args[0], _consts([args[1]], "__getattribute__")[0])
+    return hub.generic_getattr(tx, args[0], _consts([args[1]], "__getattribute__")[0])
 
 
 @builtin(object_init)
@@ -348,33 +341,31 @@ def _object_init_call(tx, args, kwargs):
 
 @builtin(contextlib._GeneratorContextManager)
 def _generator_context(tx, args, kwargs):
-    from .contexts import make_generator_context
-    return make_generator_context(tx, list(args), dict(kwargs))
+    return hub.make_generator_context(tx, list(args), dict(kwargs))
 
 
 # -- sets -----------------------------------------------------------------------------------------------------
 def set_operation(tx, op: str, a: Value, b: Value) -> Value:
     """``a | b``, ``a & b``, ``a - b``, ``a ^ b`` for a set made in the frame (constants compare by
     value, other values by identity)."""
-    from .pyops import set_add, set_member
     left = a.items if isinstance(a, SetValue) else items_of(tx, a)
     right = b.items if isinstance(b, SetValue) else items_of(tx, b)
     out = SetValue([])
     if op == "|":
         for x in [*left, *right]:
-            set_add(out, x)
+            hub.set_add(out, x)
     elif op == "&":
         for x in left:
-            if set_member(right, x):
-                set_add(out, x)
+            if hub.set_member(right, x):
+                hub.set_add(out, x)
     elif op == "-":
         for x in left:
-            if not set_member(right, x):
-                set_add(out, x)
+            if not hub.set_member(right, x):
+                hub.set_add(out, x)
     else:
         for x in [*left, *right]:
-            if set_member(left, x) != set_member(right, x):
-                set_add(out, x)
+            if hub.set_member(left, x) != hub.set_member(right, x):
+                hub.set_add(out, x)
     return out
 
 
@@ -400,7 +391,6 @@ def lru_cached_call(tx, args, kwargs):
     call is made at trace time and a constant result is the answer for every later call too (its
     side effects happen once, as in eager: transformers' ``logger.warning_once``).  Otherwise the
     wrapped function is traced."""
-    from .values import FunctionValue, real_object
     wrapper_v, call_args = args[0], list(args[1:])
     wrapper = real_object(wrapper_v)
     real_args = _pinned(tx, [*call_args, *kwargs.values()])
@@ -415,11 +405,9 @@ def lru_cached_call(tx, args, kwargs):
                               "The call runs eagerly and is answered from the cache.")
         return ConstantValue(result)
     wsrc = wrapper_v.source
-    from ..guards.sources import AttrSource
     fn = FunctionValue(wrapper.__wrapped__, source=AttrSource(wsrc, "__wrapped__") if wsrc else None,
                        covered=wrapper_v.covered)
-    from .calls import call_value
-    return call_value(tx, fn, call_args, kwargs)
+    return hub.call_value(tx, fn, call_args, kwargs)
 
 
 BUILTINS[lru_cached_call] = lru_cached_call
@@ -428,7 +416,6 @@ BUILTINS[lru_cached_call] = lru_cached_call
 def _pinned(tx, vals) -> list | None:
     """The real objects behind ``vals`` when each is a constant or an object with a source (an
     identity guard is added); None when any is not."""
-    from .values import ClassValue, FunctionValue, ModuleValue, UserObjectValue, real_object
     out = []
     for v in vals:
         ok, c = as_constant(v)
@@ -448,5 +435,6 @@ def _pinned(tx, vals) -> list | None:
         return None
     return out
 
-
-
+hub.register(
+    lru_cached_call=lru_cached_call, set_binary_op=set_binary_op, set_operation=set_operation,
+)

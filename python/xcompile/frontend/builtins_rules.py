@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import builtins_more, introspection  # noqa: F401  (their rows: itertools, collections, inspect...)
+from . import builtins_more, hub, introspection  # noqa: F401  (their rows: itertools, collections, inspect...)
 from .attrs import AttrMissing, load_attr
 from .builtins_table import BUILTINS, Handler, builtin
 from .builtins_table import consts as _consts
@@ -48,8 +48,7 @@ if TYPE_CHECKING:
     pass
 
 def _call(tx, fn, args, kwargs=None) -> Value:
-    from .calls import call_value
-    return call_value(tx, fn, args, kwargs or {})
+    return hub.call_value(tx, fn, args, kwargs or {})
 
 
 # -- sizes, types ---------------------------------------------------------------------------------------
@@ -104,8 +103,7 @@ def _callable(tx, args, kwargs):
     if isinstance(v, (FunctionValue, NestedFunctionValue, BoundMethodValue, TorchOpValue, BuiltinValue,
                       ClassValue, PartialValue, ModuleValue, TensorMethodValue, ObjectMethodValue)):
         return ConstantValue(True)
-    from .user_objects import user_class_of
-    cls = user_class_of(v)
+    cls = hub.user_class_of(v)
     if cls is not None:
         return ConstantValue(callable(cls) and hasattr(cls, "__call__") and cls.__call__ is not object.__call__
                              if isinstance(v, NewObjectValue) else callable(v.obj))
@@ -230,11 +228,9 @@ def mapping_source(tx, v: Value) -> Value:
     v[k] (OrderedDict subclasses, overridden methods) collected into a DictValue."""
     if dict_storage(v) is v or not isinstance(v, (NewObjectValue, UserObjectValue)):
         return v
-    from .user_objects import defines
-    if v.storage.cls is dict and not defines(v, "__iter__"):
+    if v.storage.cls is dict and not hub.defines(v, "__iter__"):
         return v.storage
-    from .calls import call_value
-    keys = items_of(tx, call_value(tx, load_attr(tx, v, "keys"), [], {}))
+    keys = items_of(tx, hub.call_value(tx, load_attr(tx, v, "keys"), [], {}))
     out: dict[Any, Value] = {}
     for k in keys:
         ok, kc = as_constant(k)
@@ -264,10 +260,9 @@ def dict_builtin(tx, args, kwargs):
 
 @builtin(set)
 def _set(tx, args, kwargs):
-    from .pyops import set_add
     s = SetValue([])
     for item in (items_of(tx, args[0]) if args else []):
-        set_add(s, item)
+        hub.set_add(s, item)
     return s
 
 
@@ -284,17 +279,16 @@ def _slice(tx, args, kwargs):
 @builtin(enumerate)
 def _enumerate(tx, args, kwargs):
     start = _consts([args[1] if len(args) > 1 else kwargs.get("start", ConstantValue(0))], "enumerate")[0]
-    from .generators import is_lazy, iter_next, lazy
-    if is_lazy(args[0]):                          # a generator: count as it is consumed
+    if hub.is_lazy(args[0]):                          # a generator: count as it is consumed
         src, n = args[0], [start]
 
         def pull(tx):
-            v = iter_next(tx, src)
+            v = hub.iter_next(tx, src)
             if v is None:
                 return None
             n[0] += 1
             return TupleValue([ConstantValue(n[0] - 1), v])
-        return lazy("enumerate", pull)
+        return hub.lazy("enumerate", pull)
     return IteratorValue([TupleValue([ConstantValue(i), v]) for i, v in enumerate(items_of(tx, args[0]), start)])
 
 
@@ -306,18 +300,16 @@ def _zip(tx, args, kwargs):
         if len({len(s) for s in seqs}) > 1:
             raise PythonError.of(ValueError("zip() arguments have different lengths"))
         return IteratorValue([TupleValue(list(t)) for t in zip(*seqs)])
-    from .generators import is_lazy, lazy
-    if any(is_lazy(a) for a in args):
+    if any(hub.is_lazy(a) for a in args):
         its = [get_iter(tx, a) for a in args]
-        return lazy("zip", lambda tx: _row(tx, its, TupleValue))
+        return hub.lazy("zip", lambda tx: _row(tx, its, TupleValue))
     return IteratorValue([TupleValue(t) for t in _lockstep(tx, args)])
 
 
 def _row(tx, its, make):
-    from .generators import iter_next
     row = []
     for it in its:
-        v = iter_next(tx, it)
+        v = hub.iter_next(tx, it)
         if v is None:
             return None
         row.append(v)
@@ -327,13 +319,12 @@ def _row(tx, its, make):
 def _lockstep(tx, iterables: list[Value]) -> list[list[Value]]:
     """Rows of items pulled in turn until one iterable ends (like zip: a generator is advanced
     only as far as zip advances it)."""
-    from .generators import iter_next
     its = [get_iter(tx, a) for a in iterables]
     rows = []
     while its:
         row = []
         for it in its:
-            v = iter_next(tx, it)
+            v = hub.iter_next(tx, it)
             if v is None:
                 return rows
             row.append(v)
@@ -374,8 +365,7 @@ def _iter(tx, args, kwargs):
 
 @builtin(next)
 def _next(tx, args, kwargs):
-    from .generators import iter_next
-    v = iter_next(tx, args[0])
+    v = hub.iter_next(tx, args[0])
     if v is None:
         if len(args) > 1:
             return args[1]
@@ -386,10 +376,9 @@ def _next(tx, args, kwargs):
 @builtin(map)
 def _map(tx, args, kwargs):
     fn = args[0]
-    from .generators import is_lazy, lazy
-    if any(is_lazy(a) for a in args[1:]):
+    if any(hub.is_lazy(a) for a in args[1:]):
         its = [get_iter(tx, a) for a in args[1:]]
-        return lazy("map", lambda tx: _row(tx, its, lambda row: _call(tx, fn, row)))
+        return hub.lazy("map", lambda tx: _row(tx, its, lambda row: _call(tx, fn, row)))
     return IteratorValue([_call(tx, fn, row) for row in _lockstep(tx, list(args[1:]))])
 
 
@@ -398,16 +387,15 @@ def _filter(tx, args, kwargs):
     fn = args[0]
     keep = (lambda v: truth(tx, v)) if isinstance(fn, ConstantValue) and fn.value is None \
         else (lambda v: truth(tx, _call(tx, fn, [v])))
-    from .generators import is_lazy, iter_next, lazy
-    if is_lazy(args[1]):
+    if hub.is_lazy(args[1]):
         src = args[1]
 
         def pull(tx):
-            while (v := iter_next(tx, src)) is not None:
+            while (v := hub.iter_next(tx, src)) is not None:
                 if keep(v):
                     return v
             return None
-        return lazy("filter", pull)
+        return hub.lazy("filter", pull)
     return IteratorValue([v for v in items_of(tx, args[1]) if keep(v)])
 
 
@@ -503,3 +491,7 @@ def call_constant_function(tx, fn: Any, args: list[Value], kwargs: dict[str, Val
 BUILTINS[math.floor] = lambda tx, args, kwargs: fold(math.floor, *_consts(args, "math.floor"))
 BUILTINS[math.ceil] = lambda tx, args, kwargs: fold(math.ceil, *_consts(args, "math.ceil"))
 
+hub.register(
+    BUILTINS=BUILTINS, call_constant_function=call_constant_function, dict_builtin=dict_builtin,
+    make_namedtuple=make_namedtuple, mapping_source=mapping_source,
+)

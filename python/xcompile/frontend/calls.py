@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from . import rules
-from .exc import Unsupported
+from . import hub, rules, scalars
+from .exc import PythonError, Unsupported
 from .global_reads import constant_args, guard_answer, watching
 from .values import (
     BoundMethodValue,
@@ -56,7 +56,6 @@ def _torch_op(tx: "Tracer", v: TorchOpValue, args, kwargs) -> Value:
     if fn is torch.set_grad_enabled:
         return _set_grad_enabled(tx, args)
     if args and tx.gb.captures_scalars:
-        from . import scalars
         if fn in scalars.TO_TENSOR and scalars.is_sym(args[0]):
             return scalars.to_tensor(tx, fn, args, kwargs)       # torch.tensor(t.item())
     if not constant_args(args, kwargs):
@@ -91,8 +90,7 @@ def _set_grad_enabled(tx: "Tracer", args) -> Value:
 
 
 def _autocast(tx: "Tracer", args, kwargs) -> Value:
-    from .pyops import as_constant
-    consts = [as_constant(a) for a in [*args, *kwargs.values()]]
+    consts = [hub.as_constant(a) for a in [*args, *kwargs.values()]]
     if not all(ok for ok, _ in consts):
         raise Unsupported("torch.autocast with non-constant arguments")
     vals = [c for _, c in consts]
@@ -101,10 +99,9 @@ def _autocast(tx: "Tracer", args, kwargs) -> Value:
     if enabled is False and isinstance(device, str) and not torch.is_autocast_enabled(device) \
             and not tx.gb.autocast_modes:
         return NoOpContextValue(f"torch.autocast({device!r}, enabled=False) (autocast already off)")
-    from .contexts import make_autocast
     named = dict(zip(("device_type", "dtype", "enabled", "cache_enabled"), vals[:len(args)]))
     named.update(zip(kwargs, vals[len(args):]))
-    return make_autocast(named.get("device_type"), named.get("dtype"), named.get("enabled", True),
+    return hub.make_autocast(named.get("device_type"), named.get("dtype"), named.get("enabled", True),
                          named.get("cache_enabled"))
 
 
@@ -121,7 +118,6 @@ def switch_grad_mode(tx: "Tracer", enabled: bool) -> None:
 
 def _tensor_method(tx: "Tracer", v: TensorMethodValue, args, kwargs) -> Value:
     if v.name in ("item", "tolist") and tx.gb.captures_scalars and not args and not kwargs:
-        from . import scalars  # config.capture_scalar_outputs: a graph op
         return scalars.item(tx, v.tensor) if v.name == "item" else scalars.tolist(tx, v.tensor)
     if v.name in rules.TENSOR_METHODS_FORBIDDEN:
         hint = rules.TENSOR_METHODS_HINTS.get(v.name, "Keep this outside the compiled region.")
@@ -148,23 +144,20 @@ def _partial(tx: "Tracer", v: PartialValue, args, kwargs) -> Value:
 
 
 def _module(tx: "Tracer", v: ModuleValue, args, kwargs) -> Value:
-    from .modules import call_module
-    return call_module(tx, v, list(args), dict(kwargs))
+    return hub.call_module(tx, v, list(args), dict(kwargs))
 
 
 def _builtin(tx: "Tracer", v: Value, args, kwargs) -> Value:
-    from .builtins_rules import BUILTINS, call_constant_function
     fn = v.fn if isinstance(v, BuiltinValue) else v.cls
-    from . import scalars
     if any(scalars.is_sym(a) for a in [*args, *kwargs.values()]):   # captured scalars (Tensor.item())
         if fn in scalars.BUILTINS:                                   # int(s), max(s, t), math.sqrt(s)...
             return scalars.call_builtin(tx, fn, list(args), dict(kwargs))
         if not scalars.passes_through(fn):                            # range(s), str(s), round(s)...
             raise scalars.needs_value(f"{getattr(fn, '__name__', fn)}()")
-    h = BUILTINS.get(fn)
+    h = hub.BUILTINS.get(fn)
     if h is not None:
         return h(tx, list(args), dict(kwargs))
-    return call_constant_function(tx, fn, args, kwargs)
+    return hub.call_constant_function(tx, fn, args, kwargs)
 
 
 def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
@@ -192,15 +185,13 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
     if cls is torch.autocast:
         return _autocast(tx, args, kwargs)
     if isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields"):
-        from .builtins_rules import make_namedtuple
-        return make_namedtuple(tx, cls, list(args), dict(kwargs))
+        return hub.make_namedtuple(tx, cls, list(args), dict(kwargs))
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return _make_exception(cls, args, kwargs)
     if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and \
             (cls.__module__ or "").startswith("torch.nn."):
         return _stateless_torch_module(cls, args, kwargs)
-    from .builtins_rules import BUILTINS
-    if is_plain_user_class(cls) and cls not in BUILTINS:
+    if is_plain_user_class(cls) and cls not in hub.BUILTINS:
         return _construct(tx, cls, args, kwargs)
     return _builtin(tx, v, args, kwargs)
 
@@ -209,8 +200,7 @@ def _stateless_torch_module(cls: type, args, kwargs) -> Value:
     """``nn.ReLU()(x)`` / ``nn.Dropout(p)`` made in forward: a torch.nn module without
     parameters or buffers is built at trace time from constant arguments (every call of eager
     builds an equal one) and its forward is inlined."""
-    from .pyops import as_constant
-    consts = [as_constant(a) for a in [*args, *kwargs.values()]]
+    consts = [hub.as_constant(a) for a in [*args, *kwargs.values()]]
     if not all(ok for ok, _ in consts):
         raise Unsupported(f"creating {cls.__name__} with non-constant arguments inside the compiled region")
     vals = [c for _, c in consts]
@@ -224,8 +214,7 @@ def _stateless_torch_module(cls: type, args, kwargs) -> Value:
 def _make_exception(cls: type, args, kwargs) -> Value:
     """An exception object made at trace time: its arguments must be constants (it is a real
     object, read by except clauses, ``e.args``, ``str(e)``)."""
-    from .pyops import as_constant
-    consts = [as_constant(a) for a in [*args, *kwargs.values()]]
+    consts = [hub.as_constant(a) for a in [*args, *kwargs.values()]]
     if not all(ok for ok, _ in consts):
         raise Unsupported(f"creating {cls.__name__} with non-constant arguments",
                           "Pass constants (strings, numbers, shapes) to exceptions raised in compiled code.")
@@ -233,7 +222,6 @@ def _make_exception(cls: type, args, kwargs) -> Value:
     try:
         return UserObjectValue(cls(*vals[:len(args)], **dict(zip(kwargs, vals[len(args):]))))
     except Exception as e:                     # its own __init__ failed: eager fails the same way
-        from .exc import PythonError
         raise PythonError.of(e) from e
 
 
@@ -270,8 +258,7 @@ def _construct(tx: "Tracer", cls: type, args, kwargs) -> Value:
     if base is not None:
         obj.storage = DictValue({}, cls=base)
         if cls.__init__ is base.__init__:        # the builtin dict constructor fills the storage
-            from .container_methods import call_object_method
-            call_object_method(tx, ObjectMethodValue(obj.storage, "update"), list(args), dict(kwargs))
+            hub.call_object_method(tx, ObjectMethodValue(obj.storage, "update"), list(args), dict(kwargs))
             return obj
     init = cls.__init__
     if init is object.__init__:
@@ -287,8 +274,7 @@ def _construct(tx: "Tracer", cls: type, args, kwargs) -> Value:
 
 
 def _object_method(tx: "Tracer", v: ObjectMethodValue, args, kwargs) -> Value:
-    from .container_methods import call_object_method
-    return call_object_method(tx, v, list(args), dict(kwargs))
+    return hub.call_object_method(tx, v, list(args), dict(kwargs))
 
 
 # Context values with their own enter/exit behaviour: value class -> (enter(tx, ctx), exit(tx, ctx)).
@@ -304,9 +290,8 @@ def _context_exit(tx: "Tracer", v: ContextExitValue, args, kwargs) -> Value:
     elif type(ctx) in CONTEXT_VALUES:
         CONTEXT_VALUES[type(ctx)][1](tx, ctx)
     else:
-        from .contexts import CONTEXT_CLASSES, exit_context
-        if isinstance(ctx, CONTEXT_CLASSES):
-            return exit_context(tx, ctx, list(args))
+        if isinstance(ctx, hub.CONTEXT_CLASSES):
+            return hub.exit_context(tx, ctx, list(args))
     return ConstantValue(None)
 
 
@@ -314,25 +299,21 @@ _DESCRIPTORS = (types.MethodDescriptorType, types.WrapperDescriptorType)
 
 
 def _user_object(tx: "Tracer", v: UserObjectValue, args, kwargs) -> Value:
-    from .attrs import bind_class_member, class_member_source, mro_lookup
     cls = type(v.obj)
     if getattr(v.obj, "__objclass__", None) in (dict, collections.OrderedDict) and args and \
             isinstance(dict_storage(args[0]), DictValue) and isinstance(v.obj, _DESCRIPTORS):
-        from .attrs import storage_method  # dict.__setitem__(self, k, v) in a subclass
-        return call_value(tx, storage_method(dict_storage(args[0]), v.obj.__name__), args[1:], kwargs)
-    idx, raw = mro_lookup(cls, "__call__")
+        return call_value(tx, hub.storage_method(dict_storage(args[0]), v.obj.__name__), args[1:], kwargs)
+    idx, raw = hub.mro_lookup(cls, "__call__")
     if idx < 0 or raw is object.__call__:
         raise Unsupported(f"{v.describe()} is not callable")
-    method = bind_class_member(tx, v, cls, idx, raw, "__call__", class_member_source(v.source, idx, "__call__"))
+    method = hub.bind_class_member(tx, v, cls, idx, raw, "__call__", hub.class_member_source(v.source, idx, "__call__"))
     return call_value(tx, method, args, kwargs)
 
 
 def _new_object(tx: "Tracer", v: NewObjectValue, args, kwargs) -> Value:
-    from .attrs import load_attr
-    from .user_objects import defines
-    if not defines(v, "__call__"):
+    if not hub.defines(v, "__call__"):
         raise Unsupported(f"{v.describe()} is not callable", "The same code raises TypeError in eager mode.")
-    return call_value(tx, load_attr(tx, v, "__call__"), args, kwargs)
+    return call_value(tx, hub.load_attr(tx, v, "__call__"), args, kwargs)
 
 
 def _grad_mode_value(tx: "Tracer", v: GradModeValue, args, kwargs) -> Value:
@@ -378,3 +359,8 @@ def call_value(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, Any
             raise Unsupported("calling a tensor")
         raise Unsupported(f"calling {fn.describe()}")
     return caller(tx, fn, args, kwargs)
+
+hub.register(
+    CONTEXT_VALUES=CONTEXT_VALUES, call_value=call_value, dict_base=dict_base,
+    is_plain_user_class=is_plain_user_class, switch_grad_mode=switch_grad_mode,
+)

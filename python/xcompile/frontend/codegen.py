@@ -29,6 +29,7 @@ import contextlib
 import functools
 import itertools
 import keyword
+import linecache
 import math
 import sys
 import types
@@ -309,7 +310,6 @@ class RunnerBuilder:
         exec(compile(source_text, filename, "exec"), self.ns)  # noqa: S102  (our own generated code)
         fn = self.ns[self.runner_name]
         fn.__xcompile_source__ = source_text
-        import linecache
         linecache.cache[filename] = (len(source_text), None, source_text.splitlines(True), filename)
         weakref.finalize(fn, linecache.cache.pop, filename, None)   # the runner's entry was dropped
         return fn
@@ -463,11 +463,9 @@ def register_context_remaker(value_cls: type, remake) -> None:
     _CONTEXT_REMAKERS[value_cls] = remake
 
 
-def _register() -> None:
-    from .scalars import SymScalarValue
-    _MAKERS[SymScalarValue] = lambda b, v: b.tensor_output(v)   # a captured scalar: a graph output
-
-
-_register()
+def register_value_maker(value_cls: type, make) -> None:
+    """How the runner rebuilds a value of ``value_cls`` after the graph: ``make(builder, v)``
+    (scalars.py: a captured scalar is a graph output)."""
+    _MAKERS[value_cls] = make
 
 __all__ = ["CannotResume", "RunnerBuilder", "register_context_remaker"]

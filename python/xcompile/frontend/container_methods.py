@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from . import hub
 from .builtins_rules import dict_builtin, sort_values
 from .builtins_table import consts as _consts
 from .exc import PythonError, Unsupported
@@ -31,9 +32,8 @@ from .values import (
 
 def _find(tx, items: list[Value], x: Value) -> int:
     """The index of the first item equal to ``x`` (identity first, like list.index), or -1."""
-    from .pyops import contains
     for i, item in enumerate(items):
-        if contains(tx, x, ListValue([item])):
+        if hub.contains(tx, x, ListValue([item])):
             return i
     return -1
 
@@ -45,10 +45,9 @@ _BLIND_MUTATORS = ("append", "extend", "clear")       # need nothing of the list
 
 
 def _list_method(tx, lst: ListValue, name: str, args, kwargs) -> Value:
-    from .pyops import note_mutation
     new = items_of(tx, args[0]) if name == "extend" else None      # (may read lst itself)
     if lst.blind is not None and name in _BLIND_MUTATORS:
-        note_mutation(tx, lst)                    # a list from outside, unread: record blindly
+        hub.note_mutation(tx, lst)                    # a list from outside, unread: record blindly
         if name == "append":
             lst.blind.tail.append(args[0])
         elif name == "extend":
@@ -57,7 +56,7 @@ def _list_method(tx, lst: ListValue, name: str, args, kwargs) -> Value:
             lst.blind.cleared, lst.blind.tail = True, []
         return ConstantValue(None)
     if name in _LIST_MUTATORS:
-        note_mutation(tx, lst)
+        hub.note_mutation(tx, lst)
     items = lst.items
     if name == "append":
         items.append(args[0])
@@ -106,7 +105,6 @@ def _dict_key(args, what) -> Any:
 
 
 def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
-    from .pyops import note_mutation
     if name in ("keys", "values", "items"):
         return DictViewValue(d, name)
     if name == "get":
@@ -121,7 +119,7 @@ def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
         return ConstantValue(_dict_key(args, "dict.__contains__") in d.items)
     if name not in _DICT_MUTATORS:
         raise Unsupported(f"dict.{name}")
-    note_mutation(tx, d)
+    hub.note_mutation(tx, d)
     if name == "update":
         other = dict_builtin(tx, args, kwargs)
         d.items.update(other.items)
@@ -177,34 +175,32 @@ _BLIND_SET_MUTATORS = ("add", "discard", "update", "clear")   # need nothing of 
 
 
 def _set_method(tx, s: SetValue, name: str, args, kwargs) -> Value:
-    from .pyops import set_add, set_member
     if s.blind is not None and name in _BLIND_SET_MUTATORS:
-        from .pyops import note_mutation
         new = [x for a in args for x in items_of(tx, a)] if name == "update" else args[:1]
         for x in new:
             if not _hashable_value(x):
                 raise PythonError.of(TypeError(f"unhashable type: {x.python_type().__name__!r}"))
-        note_mutation(tx, s)                       # a set from outside: recorded, never read
+        hub.note_mutation(tx, s)                       # a set from outside: recorded, never read
         if name == "clear":
             s.blind.ops = [("clear", None)]
         else:
             s.blind.ops.extend(("discard" if name == "discard" else "add", x) for x in new)
         return ConstantValue(None)
     if name == "add":
-        set_add(s, args[0])
+        hub.set_add(s, args[0])
     elif name == "update":
         for a in args:
             for item in items_of(tx, a):
-                set_add(s, item)
+                hub.set_add(s, item)
     elif name in ("discard", "remove"):
-        keep = [x for x in s.items if not set_member([x], args[0])]
+        keep = [x for x in s.items if not hub.set_member([x], args[0])]
         if name == "remove" and len(keep) == len(s.items):
             raise PythonError.of(KeyError(as_constant(args[0])[1]))
         s.items[:] = keep
     elif name == "copy":
         return SetValue(list(s.items))
     elif name == "__contains__":
-        return ConstantValue(set_member(s.items, args[0]))
+        return ConstantValue(hub.set_member(s.items, args[0]))
     elif name == "clear":
         s.items.clear()
     elif name == "pop":
@@ -212,22 +208,20 @@ def _set_method(tx, s: SetValue, name: str, args, kwargs) -> Value:
             raise PythonError.of(KeyError("pop from an empty set"))
         return items_of(tx, s)[0] if all(as_constant(x)[0] for x in s.items) else s.items.pop(0)
     elif name in _SET_OPS:
-        from .builtins_more import set_operation
         r = s
         for a in args:
-            r = set_operation(tx, _SET_OPS[name], r, a)
+            r = hub.set_operation(tx, _SET_OPS[name], r, a)
         return r
     elif name in ("issubset", "issuperset", "isdisjoint"):
         other = items_of(tx, args[0])
         mine = s.items
         if name == "issubset":
-            return ConstantValue(all(set_member(other, x) for x in mine))
+            return ConstantValue(all(hub.set_member(other, x) for x in mine))
         if name == "issuperset":
-            return ConstantValue(all(set_member(mine, x) for x in other))
-        return ConstantValue(not any(set_member(other, x) for x in mine))
+            return ConstantValue(all(hub.set_member(mine, x) for x in other))
+        return ConstantValue(not any(hub.set_member(other, x) for x in mine))
     elif name.endswith("_update") and name[:-len("_update")] in _SET_OPS:
-        from .builtins_more import set_operation
-        r = set_operation(tx, _SET_OPS[name[:-len("_update")]], s, args[0])
+        r = hub.set_operation(tx, _SET_OPS[name[:-len("_update")]], s, args[0])
         s.items[:] = r.items
     else:
         raise Unsupported(f"set.{name}")
@@ -248,8 +242,7 @@ def call_object_method(tx, m: ObjectMethodValue, args: list[Value], kwargs: dict
     if isinstance(obj, SetValue):
         return _set_method(tx, obj, m.name, args, kwargs)
     if isinstance(obj, GeneratorValue):
-        from .generators import call_generator_method
-        return call_generator_method(tx, obj, m.name, args, kwargs)
+        return hub.call_generator_method(tx, obj, m.name, args, kwargs)
     if isinstance(obj, ConstantValue):             # immutable: the real method is safe to run
         cargs = _consts(args, m.name)
         ckw = dict(zip(kwargs, _consts(list(kwargs.values()), m.name)))
@@ -268,3 +261,7 @@ def _hashable_value(v: Value) -> bool:
         except TypeError:
             return False
     return True
+
+hub.register(
+    call_object_method=call_object_method,
+)

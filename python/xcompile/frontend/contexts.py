@@ -17,12 +17,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from . import hub
 from .attrs import AttrMissing, load_attr
 from .exc import PythonError, Unsupported
 from .generators import resume as _resume
 from .values import (
     AutocastValue,
     ConstantValue,
+    DictValue,
     GeneratorContextValue,
     UserContextValue,
     Value,
@@ -33,8 +35,7 @@ if TYPE_CHECKING:
 
 
 def _call(tx: "Tracer", fn: Value, args: list[Value]) -> Value:
-    from .calls import call_value
-    return call_value(tx, fn, args, {})
+    return hub.call_value(tx, fn, args, {})
 
 
 # -- entering -----------------------------------------------------------------------------------------------
@@ -95,12 +96,10 @@ def _exit_autocast(tx: "Tracer", ctx: AutocastValue) -> None:
 # -- @contextlib.contextmanager ------------------------------------------------------------------------------
 def make_generator_context(tx: "Tracer", args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``contextlib._GeneratorContextManager(func, args, kwds)`` (what the decorator's helper makes)."""
-    from .iteration import items_of
-    from .values import DictValue
     func, a, kw = args
     if not isinstance(kw, DictValue):
         raise Unsupported("@contextmanager with non-dict keyword arguments")
-    return GeneratorContextValue(func, items_of(tx, a), {k: tx.resolve(v) for k, v in kw.items.items()})
+    return GeneratorContextValue(func, hub.items_of(tx, a), {k: tx.resolve(v) for k, v in kw.items.items()})
 
 
 def _enter_generator(tx: "Tracer", ctx: GeneratorContextValue) -> Value:
@@ -115,24 +114,27 @@ def _enter_generator(tx: "Tracer", ctx: GeneratorContextValue) -> Value:
 
 
 def _exit_generator(tx: "Tracer", ctx: GeneratorContextValue, args: list[Value]) -> Value:
-    from .exceptions import handle_exception, real_exception
     frame = ctx.frame
     exc = args[1] if len(args) > 1 else ConstantValue(None)
-    if real_exception(exc) is None:                      # normal exit: run to the end
+    if hub.real_exception(exc) is None:                      # normal exit: run to the end
         _resume(tx, frame)
         if not frame.done:
             raise PythonError.of(RuntimeError("generator didn't stop"))
         return ConstantValue(False)
     err = PythonError(exc)                               # throw it in at the yield
-    if not handle_exception(frame, frame.instrs[ctx.yield_index], err):
+    if not hub.handle_exception(frame, frame.instrs[ctx.yield_index], err):
         return ConstantValue(False)                      # not caught there: the with re-raises it
     try:
         _resume(tx, frame)
     except PythonError as e:
-        if e.value is exc or real_exception(e.value) is real_exception(exc):
+        if e.value is exc or hub.real_exception(e.value) is hub.real_exception(exc):
             return ConstantValue(False)                  # re-raised: not suppressed
         raise
     if not frame.done:
         raise PythonError.of(RuntimeError("generator didn't stop after throw()"))
     return ConstantValue(True)                           # caught in the generator: suppressed
 
+hub.register(
+    CONTEXT_CLASSES=CONTEXT_CLASSES, enter_context=enter_context, exit_context=exit_context,
+    make_autocast=make_autocast, make_generator_context=make_generator_context,
+)

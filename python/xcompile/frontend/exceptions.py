@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from ..bytecode.instr import parse_exception_table
 from ..bytecode.instructions import Instr
+from . import hub
 from .exc import PythonError, Unsupported
 from .tracer import Frame, handler
 from .values import ClassValue, ConstantValue, ContextExitValue, TupleValue, UserObjectValue, Value
@@ -95,8 +96,7 @@ def make_exception(tx: "Tracer", v: Value) -> Value:
         return v
     cls = exception_class(v)
     if cls is not None:
-        from .calls import call_value
-        inst = call_value(tx, v, [], {})
+        inst = hub.call_value(tx, v, [], {})
         if real_exception(inst) is not None:
             return inst
     raise Unsupported(f"raise of {v.describe()}", "exceptions must derive from BaseException")
@@ -171,11 +171,14 @@ def reraise(f: Frame, inst: Instr) -> None:
 @handler("WITH_EXCEPT_START")
 def with_except_start(f: Frame, inst: Instr) -> None:
     """Stack: [..., exit, lasti, prev_exc, exc] -> [..., exit, lasti, prev_exc, exc, exit(type, exc, tb)]."""
-    from .calls import call_value
     exc = f.peek(1)
     exit_fn = f.peek(4)
     if isinstance(exit_fn, ContextExitValue) and exit_fn.ctx in f.ctx_stack:
         f.ctx_stack.remove(exit_fn.ctx)        # leaving the `with` block
     real = real_exception(exc)
     args = [ClassValue(type(real)) if real is not None else ConstantValue(None), exc, ConstantValue(None)]
-    f.push(call_value(f.tx, exit_fn, args, {}))
+    f.push(hub.call_value(f.tx, exit_fn, args, {}))
+
+hub.register(
+    handle_exception=handle_exception, make_exception=make_exception, real_exception=real_exception,
+)

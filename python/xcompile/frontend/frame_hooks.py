@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from . import hub
 from .exc import Unsupported
 from .values import BuiltinValue, ConstantValue, ModuleValue, PartialValue, Value
 
@@ -124,3 +125,7 @@ def _install() -> None:
 _install()
 
 __all__ = ["HookHandleValue", "has_frame_hooks", "hooks_of", "pending_stop"]
+
+hub.register(
+    has_frame_hooks=has_frame_hooks, hooks_of=hooks_of,
+)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from . import hub
 from .exc import PythonError, Unsupported
 from .values import (
     ConstantValue,
@@ -91,8 +92,7 @@ def _run(tx: "Tracer", g: GeneratorValue) -> Value | None:
         resume(tx, g.frame)
     except PythonError as e:
         g.exhausted = True
-        from .exceptions import real_exception
-        if isinstance(real_exception(e.value), StopIteration):
+        if isinstance(hub.real_exception(e.value), StopIteration):
             raise PythonError.of(RuntimeError("generator raised StopIteration")) from None
         raise
     if g.frame.done:
@@ -167,12 +167,11 @@ def _send(tx: "Tracer", g: GeneratorValue, v: Value) -> Value | None:
 def _raise_in(tx: "Tracer", g: GeneratorValue, err: PythonError, at_send: bool = False) -> Value | None:
     """Raise ``err`` inside the suspended generator at its ``yield`` (or at the SEND of its
     ``yield from``); caught there, run on to the next yield.  Uncaught, it leaves the generator."""
-    from .exceptions import handle_exception
     f = g.frame
     inst = f.instrs[f.ip - 2] if at_send else f.instrs[f.ip - 1]
     if at_send:
         del f.stack[-2:]                        # the sub-iterator and the placeholder
-    if not handle_exception(f, inst, err):
+    if not hub.handle_exception(f, inst, err):
         g.exhausted = True
         f.done = True
         raise err
@@ -207,8 +206,7 @@ def gen_throw(tx: "Tracer", g: GeneratorValue, exc: Value) -> Value | None:
 
 
 def exc_cls(v: Value) -> type | None:
-    from .exceptions import real_exception
-    e = real_exception(v)
+    e = hub.real_exception(v)
     return None if e is None else type(e)
 
 
@@ -255,8 +253,7 @@ def call_generator_method(tx: "Tracer", g: GeneratorValue, name: str, args: list
     if name == "throw":
         if not 1 <= len(args) <= 3:
             raise PythonError.of(TypeError("throw expected at least 1 argument"))
-        from .exceptions import make_exception
-        exc = make_exception(tx, args[0])
+        exc = hub.make_exception(tx, args[0])
         if len(args) > 1 and not (isinstance(args[1], ConstantValue) and args[1].value is None):
             raise Unsupported("generator.throw(type, value): pass the exception instance")
         return _finish_or_item(tx, g, gen_throw(tx, g, exc))
@@ -309,3 +306,8 @@ def _outside_attr(tx: "Tracer", g: OutsideGeneratorValue, name: str) -> Value:
 
 
 _register()
+
+hub.register(
+    OutsideGeneratorValue=OutsideGeneratorValue, call_generator_method=call_generator_method,
+    drain=drain, is_lazy=is_lazy, iter_next=iter_next, lazy=lazy,
+)

@@ -23,7 +23,14 @@ import types
 
 import torch
 
-from . import handlers  # noqa: F401  (every opcode family registers its handlers)
+from .. import config
+from ..bytecode.analysis import active_handlers, handler_kind
+from ..bytecode.instr import disassemble
+from . import (
+    handlers,  # noqa: F401  (every opcode family registers its handlers)
+    hub,
+    implementations,  # noqa: F401  (every value module fills the hub)
+)
 from .break_log import BreakRecord, complete, report_break
 from .break_plan import RunnerPlan
 from .capture import BrokenFrame, CapturedGraph, EagerFrame, FrameState, WholeFrame
@@ -83,8 +90,7 @@ def _whole(tracer: Tracer, result: Value) -> CapturedGraph:
     spec = out.spec(result)
     initial_grad, final_grad = torch.is_grad_enabled(), tracer.gb.grad_enabled
     if final_grad != initial_grad:                    # the graph leaves grad mode as it found it
-        from .calls import switch_grad_mode
-        switch_grad_mode(tracer, initial_grad)
+        hub.switch_grad_mode(tracer, initial_grad)
     gm = tracer.gb.finish(out.outputs)
     return CapturedGraph(gm=gm, example_inputs=list(tracer.gb.example_inputs),
                          input_sources=list(tracer.gb.input_sources), output=spec,
@@ -94,7 +100,6 @@ def _whole(tracer: Tracer, result: Value) -> CapturedGraph:
 
 
 def _new_tracer(fs: FrameState, fullgraph: bool) -> Tracer:
-    from .. import config
     tracer = Tracer(fs, fullgraph=fullgraph)
     tracer.eogb_stack = [bool(config.error_on_graph_break)]
     return tracer
@@ -145,8 +150,6 @@ def _in_loop(instrs, index: int) -> bool:
 
 
 def _check_handlers(code: types.CodeType, index: int) -> None:
-    from ..bytecode.analysis import active_handlers, handler_kind
-    from ..bytecode.instr import disassemble
     instrs = disassemble(code)
     for entry in active_handlers(instrs, index):
         kind = handler_kind(instrs, entry)

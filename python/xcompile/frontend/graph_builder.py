@@ -22,11 +22,14 @@ import torch.fx
 from torch._subclasses.fake_tensor import (
     DataDependentOutputException,
     DynamicOutputShapeException,
+    FakeTensor,
     FakeTensorMode,
     UnsupportedOperatorException,
 )
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
+from torch.utils._pytree import tree_map
 
+from .. import config
 from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from . import scalars
 from .exc import TorchRuntimeError, Unsupported
@@ -74,8 +77,6 @@ def _is_namedtuple(cls: type) -> bool:
 
 def _eager_error(fn: Callable, fargs, fkwargs) -> BaseException | None:
     """The exception ``fn`` raises on real zero tensors with the fake arguments' metadata."""
-    from torch._subclasses.fake_tensor import FakeTensor
-    from torch.utils._pytree import tree_map
 
     def real(x):
         if isinstance(x, FakeTensor):
@@ -297,10 +298,8 @@ class GraphBuilder:
 def _shape_env():
     """A ShapeEnv for the fake mode when scalars are captured (``item()`` -> unbacked symbols);
     ops whose output shape depends on data (nonzero...) still break."""
-    from .. import config
     if not config.capture_scalar_outputs:
         return None
-    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     return ShapeEnv(allow_scalar_outputs=True, allow_dynamic_output_shape_ops=False)
 
 

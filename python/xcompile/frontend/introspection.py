@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any
 
+from . import hub
 from .builtins_table import builtin
 from .exc import PythonError, Unsupported
 from .values import (
@@ -96,3 +97,7 @@ def _plain(tx: "Tracer", obj: Any) -> Value:
 
 
 __all__ = ["signature_attr"]
+
+hub.register(
+    signature_attr=signature_attr,
+)

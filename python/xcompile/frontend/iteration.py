@@ -1,8 +1,10 @@
 """Iterating symbolic values: everything iterable here is finite and known at trace time."""
 from __future__ import annotations
 
+import operator
 from typing import TYPE_CHECKING
 
+from . import hub
 from .exc import Unsupported
 from .values import (
     ConstantValue,
@@ -36,7 +38,6 @@ def _dict_view(tx: "Tracer", v: DictViewValue) -> list[Value]:
 def _tensor_rows(tx: "Tracer", v: TensorValue) -> list[Value]:
     if v.fake.dim() == 0:
         raise Unsupported("iteration over a 0-d tensor", "The same code raises TypeError in eager mode.")
-    import operator
     return [tx.gb.call("call_function", operator.getitem, (v, ConstantValue(i)))
             for i in range(v.fake.shape[0])]
 
@@ -46,8 +47,7 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
     if isinstance(v, (TupleValue, ListValue)):
         return [tx.resolve(x) for x in v.items]
     if isinstance(v, SetValue):
-        from .pyops import as_constant
-        consts = [as_constant(x) for x in v.items]
+        consts = [hub.as_constant(x) for x in v.items]
         if all(ok for ok, _ in consts):          # iterate in Python's own set order
             return [ConstantValue(c) for c in set(c for _, c in consts)]
         raise Unsupported("iterating over a set of non-constants (the order depends on object ids)")
@@ -56,8 +56,7 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
         v.pos = len(v.items)
         return [tx.resolve(x) for x in rest]
     if isinstance(v, (GeneratorValue, LazyIterValue)):
-        from .generators import drain
-        return drain(tx, v)
+        return hub.drain(tx, v)
     if isinstance(v, DictValue):
         return [ConstantValue(k) for k in v.items]
     if isinstance(v, DictViewValue):
@@ -68,13 +67,11 @@ def items_of(tx: "Tracer", v: Value) -> list[Value]:
         except TypeError:
             raise Unsupported(f"{v.describe()} is not iterable") from None
     if isinstance(v, ModuleValue):
-        from .modules import module_items
-        return module_items(tx, v)
+        return hub.module_items(tx, v)
     if isinstance(v, TensorValue):
         return _tensor_rows(tx, v)
-    from .user_objects import NOT_DEFINED, call_dunder
-    it = call_dunder(tx, v, "__iter__", [])            # user classes: __iter__ (often a generator)
-    if it is not NOT_DEFINED:
+    it = hub.call_dunder(tx, v, "__iter__", [])            # user classes: __iter__ (often a generator)
+    if it is not hub.NOT_DEFINED:
         return items_of(tx, it)
     if dict_storage(v) is not v:                       # a dict subclass made in the frame
         return items_of(tx, dict_storage(v))
@@ -100,19 +97,20 @@ def length_of(tx: "Tracer", v: Value) -> int:
         except TypeError:
             raise Unsupported(f"len() of {v.describe()}") from None
     if isinstance(v, ModuleValue):
-        from .modules import module_len
-        return module_len(v)
+        return hub.module_len(v)
     if isinstance(v, TensorValue):
         if v.fake.dim() == 0:
             raise Unsupported("len() of a 0-d tensor", "The same code raises TypeError in eager mode.")
         return int(v.fake.shape[0])
-    from .user_objects import NOT_DEFINED, call_dunder
-    n = call_dunder(tx, v, "__len__", [])
-    if n is not NOT_DEFINED:
-        from .pyops import as_constant
-        ok, c = as_constant(n)
+    n = hub.call_dunder(tx, v, "__len__", [])
+    if n is not hub.NOT_DEFINED:
+        ok, c = hub.as_constant(n)
         if ok and isinstance(c, int):
             return c
     elif dict_storage(v) is not v:
         return len(dict_storage(v).items)
     raise Unsupported(f"len() of {v.describe()}")
+
+hub.register(
+    items_of=items_of, length_of=length_of,
+)

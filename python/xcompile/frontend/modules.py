@@ -12,6 +12,7 @@ import torch
 from torch.nn.modules import module as nn_module
 
 from ..guards.sources import AttrSource, ItemSource
+from . import hub
 from .attrs import MISSING, AttrMissing, bind_class_member, class_member_source, mro_lookup, object_attr
 from .exc import Unsupported
 from .values import (
@@ -19,6 +20,7 @@ from .values import (
     DictValue,
     LazyValue,
     ModuleValue,
+    TupleValue,
     Value,
 )
 
@@ -36,8 +38,7 @@ _MAPPING_MODULES = (torch.nn.ModuleDict, torch.nn.ParameterDict)
 
 def module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
     m, src = v.module, v.source
-    from .user_objects import stored_attribute
-    stored = stored_attribute(tx, m, name)
+    stored = hub.stored_attribute(tx, m, name)
     if stored is not None:                        # assigned earlier in this trace
         return stored
     tx.side_effects.module_read(m, name)
@@ -96,8 +97,7 @@ def call_module(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[st
         raise Unsupported(f"calling {type(m).__name__} with hooks registered ({hook})",
                           "Backward hooks and global module hooks are not supported yet; remove the "
                           "hooks or compile the module's forward instead.")
-    from .frame_hooks import has_frame_hooks
-    if m._forward_pre_hooks or m._forward_hooks or has_frame_hooks(tx, m):
+    if m._forward_pre_hooks or m._forward_hooks or hub.has_frame_hooks(tx, m):
         return _call_with_forward_hooks(tx, v, args, kwargs)
     return _call_forward(tx, v, args, kwargs)
 
@@ -110,16 +110,13 @@ def _hook_value(tx: "Tracer", v: ModuleValue, dict_name: str, hook_id: int) -> V
 def _call_with_forward_hooks(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """nn.Module._call_impl's forward hook protocol, inlined: the module's hooks in order, then
     the ones registered inside the traced code (frame_hooks.py)."""
-    from .calls import call_value
-    from .frame_hooks import hooks_of
-    from .values import TupleValue
     m = v.module
     pre = [(_hook_value(tx, v, "_forward_pre_hooks", i), i in m._forward_pre_hooks_with_kwargs)
            for i in list(m._forward_pre_hooks)]
-    pre += [(h.hook, h.with_kwargs) for h in hooks_of(tx, m, pre=True)]
+    pre += [(h.hook, h.with_kwargs) for h in hub.hooks_of(tx, m, pre=True)]
     for hook, with_kwargs in pre:
         if with_kwargs:
-            r = tx.resolve(call_value(tx, hook, [v, TupleValue(list(args)), DictValue(dict(kwargs))], {}))
+            r = tx.resolve(hub.call_value(tx, hook, [v, TupleValue(list(args)), DictValue(dict(kwargs))], {}))
             if _is_none(r):
                 continue
             if not (isinstance(r, TupleValue) and len(r.items) == 2):
@@ -130,19 +127,19 @@ def _call_with_forward_hooks(tx: "Tracer", v: ModuleValue, args: list[Value], kw
                 raise Unsupported("a forward pre-hook with kwargs returned unexpected (args, kwargs)")
             args, kwargs = list(new_args.items), dict(new_kwargs.items)
         else:
-            r = tx.resolve(call_value(tx, hook, [v, TupleValue(list(args))], {}))
+            r = tx.resolve(hub.call_value(tx, hook, [v, TupleValue(list(args))], {}))
             if _is_none(r):
                 continue
             args = list(r.items) if isinstance(r, TupleValue) and r.cls is tuple else [r]
     result = _call_forward(tx, v, args, kwargs)
     post = [(_hook_value(tx, v, "_forward_hooks", i), i in m._forward_hooks_with_kwargs)
             for i in list(m._forward_hooks)]
-    post += [(h.hook, h.with_kwargs) for h in hooks_of(tx, m, pre=False)]
+    post += [(h.hook, h.with_kwargs) for h in hub.hooks_of(tx, m, pre=False)]
     for hook, with_kwargs in post:
         if with_kwargs:
-            r = call_value(tx, hook, [v, TupleValue(list(args)), DictValue(dict(kwargs)), result], {})
+            r = hub.call_value(tx, hook, [v, TupleValue(list(args)), DictValue(dict(kwargs)), result], {})
         else:
-            r = call_value(tx, hook, [v, TupleValue(list(args)), result], {})
+            r = hub.call_value(tx, hook, [v, TupleValue(list(args)), result], {})
         if not _is_none(tx.resolve(r)):
             result = r
     return result
@@ -165,8 +162,7 @@ def _call_forward(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[
         if raw is MISSING or raw is nn_module._forward_unimplemented:
             raise Unsupported(f"{cls.__name__} has no forward()")
         target = bind_class_member(tx, v, cls, idx, raw, "forward", class_member_source(v.source, idx, "forward"))
-    from .calls import call_value
-    return call_value(tx, target, args, kwargs)
+    return hub.call_value(tx, target, args, kwargs)
 
 
 def module_getitem(tx: "Tracer", v: ModuleValue, key: Value) -> Value:
@@ -187,8 +183,7 @@ def module_getitem(tx: "Tracer", v: ModuleValue, key: Value) -> Value:
         raise Unsupported(f"{type(m).__name__} is not subscriptable")
     method = bind_class_member(tx, v, type(m), idx, raw, "__getitem__",
                                class_member_source(v.source, idx, "__getitem__"))
-    from .calls import call_value
-    return call_value(tx, method, [key], {})
+    return hub.call_value(tx, method, [key], {})
 
 
 def _module_slice(tx: "Tracer", v: ModuleValue, k: slice) -> Value:
@@ -224,3 +219,8 @@ def module_len(v: ModuleValue) -> int:
 
 __all__ = ["call_module", "module_attr", "module_getitem",
            "module_items", "module_len"]
+
+hub.register(
+    call_module=call_module, module_attr=module_attr, module_getitem=module_getitem,
+    module_items=module_items, module_len=module_len,
+)

@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from ..effects import EffectPlan
 from ..guards.sources import Source
 from .exc import Unsupported
 from .scalars import SymScalarValue
+from .side_effects import SpecBuilder
 from .values import (
     ConstantValue,
     DictValue,
@@ -51,8 +53,6 @@ class OutputBuilder:
     def _python_result(self, v: Value) -> tuple:
         """The result is built by the entry's Python wrapper (side_effects.EffectPlan.result) and
         appended after the graph's outputs."""
-        from ..effects import EffectPlan
-        from .side_effects import SpecBuilder
         result = SpecBuilder(self.tx, self).value(v)
         plan = self.effects if self.effects is not None else EffectPlan([], 0, [])
         plan.result = result

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from . import scalars
+from . import hub, scalars
 from .exc import PythonError, Unsupported
 from .iteration import items_of
 from .scalars import is_sym
@@ -87,13 +87,11 @@ def note_mutation(tx: "Tracer", v: Value) -> None:
 
 
 def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
-    from .user_objects import NOT_DEFINED, user_binary_op
-    r = user_binary_op(tx, op, a, b)                      # __add__ / __radd__ ... of user classes
-    if r is not NOT_DEFINED:
+    r = hub.user_binary_op(tx, op, a, b)                      # __add__ / __radd__ ... of user classes
+    if r is not hub.NOT_DEFINED:
         return r
     if isinstance(a, SetValue) or isinstance(b, SetValue):
-        from .builtins_more import set_binary_op
-        r = set_binary_op(tx, op, a, b)
+        r = hub.set_binary_op(tx, op, a, b)
         if r is not None:
             return r
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
@@ -182,9 +180,8 @@ def is_op(a: Value, b: Value) -> bool:
 
 
 def unary_op(tx: "Tracer", op: Callable, a: Value) -> Value:
-    from .user_objects import NOT_DEFINED, user_unary_op
-    r = user_unary_op(tx, op, a)
-    if r is not NOT_DEFINED:
+    r = hub.user_unary_op(tx, op, a)
+    if r is not hub.NOT_DEFINED:
         return r
     if isinstance(a, TensorValue):
         return tx.gb.call("call_function", op, (a,))
@@ -207,18 +204,16 @@ def truth(tx: "Tracer", v: Value) -> bool:
         return len(v.items) > 0
     if isinstance(v, NullValue):
         raise Unsupported("truth value of NULL")
-    from .user_objects import NOT_DEFINED, call_dunder
     for name in ("__bool__", "__len__"):                  # user classes: Python's protocol
-        r = call_dunder(tx, v, name, [])
-        if r is not NOT_DEFINED:
+        r = hub.call_dunder(tx, v, name, [])
+        if r is not hub.NOT_DEFINED:
             return truth(tx, r)
     if dict_storage(v) is not v:                          # a dict subclass made in the frame
         return truth(tx, dict_storage(v))
     obj = real_object(v)
     if obj is not None and isinstance(obj, torch.nn.Module):
-        from .iteration import length_of
         if hasattr(type(obj), "__len__"):
-            return length_of(tx, v) > 0
+            return hub.length_of(tx, v) > 0
         return True
     if obj is not None and (hasattr(type(obj), "__bool__") or hasattr(type(obj), "__len__")):
         if type(obj).__module__ != "builtins" and not isinstance(obj, type):
@@ -245,9 +240,8 @@ def set_add(s: SetValue, item: Value) -> None:
 
 
 def contains(tx: "Tracer", item: Value, container: Value) -> bool:
-    from .user_objects import NOT_DEFINED, call_dunder
-    r = call_dunder(tx, container, "__contains__", [item])
-    if r is not NOT_DEFINED:
+    r = hub.call_dunder(tx, container, "__contains__", [item])
+    if r is not hub.NOT_DEFINED:
         return truth(tx, r)
     container = dict_storage(container)
     if isinstance(container, SetValue):
@@ -283,16 +277,14 @@ def contains(tx: "Tracer", item: Value, container: Value) -> bool:
 
 
 def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
-    from .user_objects import NOT_DEFINED, call_dunder
-    r = call_dunder(tx, container, "__getitem__", [key])
-    if r is not NOT_DEFINED:
+    r = hub.call_dunder(tx, container, "__getitem__", [key])
+    if r is not hub.NOT_DEFINED:
         return r
     subclass, container = container, dict_storage(container)
     if isinstance(container, TensorValue):
         return tx.gb.call("call_function", operator.getitem, (container, key))
     if isinstance(container, ModuleValue):
-        from .modules import module_getitem
-        return module_getitem(tx, container, key)
+        return hub.module_getitem(tx, container, key)
     ok, k = as_constant(key)
     if not ok:
         if isinstance(key, TensorValue) and isinstance(container, (ListValue, TupleValue)):
@@ -309,14 +301,13 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
     if isinstance(container, DictValue):
         if k not in container.items:
             if subclass is not container:                     # dict.__getitem__ of a subclass
-                r = call_dunder(tx, subclass, "__missing__", [key])
-                if r is not NOT_DEFINED:
+                r = hub.call_dunder(tx, subclass, "__missing__", [key])
+                if r is not hub.NOT_DEFINED:
                     return r
             if container.default_factory is None:
                 raise PythonError.of(KeyError(k))
-            from .calls import call_value  # defaultdict: insert factory()
             note_mutation(tx, container)
-            container.items[k] = call_value(tx, container.default_factory, [], {})
+            container.items[k] = hub.call_value(tx, container.default_factory, [], {})
         v = container.items[k] = tx.resolve(container.items[k])
         return v
     if isinstance(container, ConstantValue):
@@ -325,8 +316,7 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
 
 
 def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
-    from .user_objects import NOT_DEFINED, call_dunder
-    if call_dunder(tx, container, "__setitem__", [key, value]) is not NOT_DEFINED:
+    if hub.call_dunder(tx, container, "__setitem__", [key, value]) is not hub.NOT_DEFINED:
         return
     container = dict_storage(container)
     if isinstance(container, TensorValue):
@@ -350,8 +340,7 @@ def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
 
 
 def delitem(tx: "Tracer", container: Value, key: Value) -> None:
-    from .user_objects import NOT_DEFINED, call_dunder
-    if call_dunder(tx, container, "__delitem__", [key]) is not NOT_DEFINED:
+    if hub.call_dunder(tx, container, "__delitem__", [key]) is not hub.NOT_DEFINED:
         return
     container = dict_storage(container)
     ok, k = as_constant(key)
@@ -360,3 +349,8 @@ def delitem(tx: "Tracer", container: Value, key: Value) -> None:
         del container.items[k]
         return
     raise Unsupported(f"del on {container.describe()}")
+
+hub.register(
+    as_constant=as_constant, contains=contains, delitem=delitem, is_op=is_op,
+    note_mutation=note_mutation, set_add=set_add, set_member=set_member, setitem=setitem,
+)

@@ -26,8 +26,12 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
+from torch.fx.experimental.symbolic_shapes import has_free_symbols
+from torch.utils._pytree import tree_leaves
 
+from .. import config
 from ..guards.sources import Source
+from . import codegen, hub
 from .exc import Unsupported
 from .values import ConstantValue, ListValue, TensorValue, Value
 
@@ -61,7 +65,6 @@ class SymScalarValue(Value):
 
 
 def enabled() -> bool:
-    from .. import config
     return bool(config.capture_scalar_outputs)
 
 
@@ -232,7 +235,6 @@ def is_sym_result(x: Any) -> bool:
 
 
 def has_sym(*trees: Any) -> bool:
-    from torch.utils._pytree import tree_leaves
     return any(isinstance(x, SYM_TYPES) for t in trees for x in tree_leaves(t))
 
 
@@ -252,7 +254,6 @@ def constant_of(sym: Any) -> Any:
 
 def check_static(fake: Any, what: str) -> None:
     """A tensor result whose shape, strides or offset depend on a captured scalar is a break."""
-    from torch.fx.experimental.symbolic_shapes import has_free_symbols
     if isinstance(fake, torch.Tensor):
         if has_free_symbols(fake):
             raise needs_value(f"{what} (its result's shape)")
@@ -263,3 +264,10 @@ def check_static(fake: Any, what: str) -> None:
 
 __all__ = ["SymScalarValue", "binary", "call_builtin", "check_static", "enabled", "item",
            "is_sym", "needs_value", "to_tensor", "tolist", "truth", "unary"]
+
+hub.register(
+    SymScalarValue=SymScalarValue,
+)
+
+
+codegen.register_value_maker(SymScalarValue, lambda b, v: b.tensor_output(v))   # a graph output

@@ -35,6 +35,7 @@ this module is the trace-time half.
 from __future__ import annotations
 
 import dis
+import linecache
 import types
 import weakref
 from dataclasses import dataclass, field
@@ -294,7 +295,6 @@ def static_attr_report(code: types.CodeType, entries) -> list[str]:
 
 def _store_line(code: types.CodeType, name: str) -> str | None:
     """``File "...", line N: <source>`` of the first ``<obj>.name = ...`` in ``code``."""
-    import linecache
     line = None
     for ins in dis.get_instructions(code):
         if getattr(ins, "starts_line", None) is not None:

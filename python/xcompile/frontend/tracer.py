@@ -21,9 +21,9 @@ import torch
 
 from ..bytecode.instructions import Instr, decode
 from ..guards.build import GuardBuilder
-from ..guards.sources import AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource, Source
+from ..guards.sources import AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from ..handlers import PENDING, raise_pending
-from . import rules, tracing_rules
+from . import hub, rules, tracing_rules
 from .exc import PythonError, Unsupported
 from .graph_builder import GraphBuilder
 from .side_effects import DELETED, SideEffects
@@ -145,8 +145,7 @@ class Frame:
         try:
             h(self, inst)
         except PythonError as e:                  # try/except inside the traced code
-            from .exceptions import handle_exception
-            if not handle_exception(self, inst, e):
+            if not hub.handle_exception(self, inst, e):
                 raise
 
     def run(self) -> Value:
@@ -281,7 +280,6 @@ class Tracer:
 
 
 def _local_source(name: str, index: int):
-    from ..guards.sources import LocalSource
     return LocalSource(name, index)
 
 

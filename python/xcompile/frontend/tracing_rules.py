@@ -27,6 +27,7 @@ raised while the innermost flag is True is an error (``graph_break.py`` decides)
 """
 from __future__ import annotations
 
+import logging
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,11 +37,25 @@ import torch
 import torch.utils._pytree as pytree
 import torch.utils.checkpoint
 
-from .. import _C
+from .. import _C, config
 from ..code_states import NONRECURSIVE_SKIPS, SKIP
 from ..guards.sources import AttrSource
+from . import hub, rules
+from .calls import register_caller, register_context_value
 from .exc import Unsupported
-from .values import ConstantValue, DictValue, FunctionValue, ListValue, TupleValue, Value, register_real_object_field
+from .values import (
+    BoundMethodValue,
+    ConstantValue,
+    ContextExitValue,
+    DictValue,
+    FunctionValue,
+    GradModeValue,
+    ListValue,
+    TupleValue,
+    Value,
+    real_object,
+    register_real_object_field,
+)
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -243,8 +258,7 @@ def _unflatten(struct: Any, leaves: list[Value], what: str) -> Value:
 def _assume_constant(tx, obj, args, kwargs) -> Value:
     """``assume_constant_result``: the function runs at trace time (on constant arguments) and
     its result is a constant of the graph (transformers marks ``is_torch_available`` so)."""
-    from .pyops import as_constant
-    consts = [as_constant(a) for a in [*args, *kwargs.values()]]
+    consts = [hub.as_constant(a) for a in [*args, *kwargs.values()]]
     if not all(ok for ok, _ in consts):
         raise Unsupported(f"{_name(obj)} is marked assume_constant_result but is called with "
                           "non-constant arguments")
@@ -300,8 +314,6 @@ def _checkpoint(tx, obj, args, kwargs) -> Value:
     runs eagerly."""
     from torch.utils.checkpoint import noop_context_fn
 
-    from .calls import call_value
-    from .values import real_object
 
     def const(name, default):
         v = kwargs.get(name)
@@ -310,7 +322,7 @@ def _checkpoint(tx, obj, args, kwargs) -> Value:
     if (args and const("use_reentrant", None) is False and const("debug", False) is False
             and const("context_fn", noop_context_fn) is noop_context_fn):
         fn_kwargs = {k: v for k, v in kwargs.items() if k not in _CHECKPOINT_KWARGS}
-        return call_value(tx, args[0], list(args[1:]), fn_kwargs)
+        return hub.call_value(tx, args[0], list(args[1:]), fn_kwargs)
     return _disable(tx, obj, args, kwargs)
 
 
@@ -329,7 +341,6 @@ def _mark_call(rule: str):
         target = args[0]
         real = getattr(target, "fn", None) if isinstance(target, FunctionValue) else None
         if real is None:
-            from .values import real_object
             real = real_object(target)
         if real is None or not callable(real):
             raise Unsupported(f"{_name(obj)} of {target.describe()} inside a compiled region")
@@ -369,7 +380,6 @@ _CONTEXT_METHODS: set = set()
 def eogb_stack(tx: Tracer) -> list[bool]:
     stack = getattr(tx, "eogb_stack", None)
     if stack is None:
-        from .. import config
         stack = tx.eogb_stack = [bool(config.error_on_graph_break)]
     return stack
 
@@ -410,7 +420,6 @@ def _bound_method(tx, m: types.MethodType, source, covered) -> Value | None:
     the stack value a resume function receives inside a `with` block: leaving it is traced."""
     if m.__func__ not in _GRAD_EXITS:
         return None
-    from .values import ContextExitValue, GradModeValue
     ctx = m.__self__
     prev = getattr(ctx, "prev", None)
     if not isinstance(prev, bool):
@@ -450,7 +459,6 @@ def _nested_function(tx, fn: types.FunctionType, source, covered) -> Value | Non
     code, not its identity; its defaults and cells are guarded where they are read."""
     if fn.__closure__ is None and "<locals>" not in fn.__qualname__:
         return None
-    from . import rules
     if fn in rules.FOLD_AT_TRACE or fn in rules.FORBIDDEN or rules.is_torch_op(fn):
         return None
     if source is not None and not covered:
@@ -465,7 +473,6 @@ def _compiled_function(tx, cf, source) -> Value:
     fn_src = AttrSource(source, "fn") if source is not None else None
     fn_v = tx.wrap(cf.fn, fn_src)
     if cf.bound_self is not None:
-        from .values import BoundMethodValue
         self_src = AttrSource(source, "bound_self") if source is not None else None
         fn_v = BoundMethodValue(fn_v, tx.wrap(cf.bound_self, self_src))
     return _rebuilt_as(fn_v, cf, source)
@@ -484,7 +491,6 @@ def _rebuilt_as(v: Value, obj: Any, source) -> Value:
 
 
 def _register_interpreter_rows() -> None:
-    from .calls import register_caller, register_context_value
     register_caller(TracingApiValue, _call_tracing_value)
     register_caller(ErrorOnGraphBreakValue, _call_eogb_value)
     register_real_object_field(TracingApiValue, "obj")
@@ -508,7 +514,6 @@ def register_eogb_class(cls: type) -> None:
 
 
 def _register_logging() -> None:
-    import logging
     names = ("debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log")
     for name in names:
         for owner in (logging.Logger, logging.LoggerAdapter, logging):

@@ -12,11 +12,13 @@ Objects whose class has other data descriptors (``__slots__``, C-level getsets) 
 """
 from __future__ import annotations
 
+import operator as op
 import types
 from typing import TYPE_CHECKING
 
 import torch
 
+from . import hub
 from .attrs import MISSING, AttrMissing, load_attr, mro_lookup
 from .exc import PythonError, Unsupported
 from .side_effects import DELETED
@@ -160,8 +162,7 @@ def _check_module_assignment(m: torch.nn.Module, name: str, value: Value) -> Non
 
 
 def _constant(v: Value):
-    from .pyops import as_constant
-    return as_constant(v)
+    return hub.as_constant(v)
 
 
 def _pin_same_object(tx: "Tracer", obj_v: Value | None, real: object) -> None:
@@ -215,12 +216,10 @@ def call_dunder(tx: "Tracer", v: Value, name: str, args: list[Value]) -> Value |
     """``type(v).name(v, *args)`` when the class defines it in Python, else NOT_DEFINED."""
     if not defines(v, name):
         return NOT_DEFINED
-    from .calls import call_value
-    return call_value(tx, load_attr(tx, v, name), list(args), {})
+    return hub.call_value(tx, load_attr(tx, v, name), list(args), {})
 
 
 def _binary_names() -> dict:
-    import operator as op
     names = {op.add: "add", op.sub: "sub", op.mul: "mul", op.truediv: "truediv", op.floordiv: "floordiv",
              op.mod: "mod", op.pow: "pow", op.matmul: "matmul", op.and_: "and", op.or_: "or",
              op.xor: "xor", op.lshift: "lshift", op.rshift: "rshift"}
@@ -269,3 +268,10 @@ def user_binary_op(tx: "Tracer", op, a: Value, b: Value) -> Value | _NotDefined:
 def user_unary_op(tx: "Tracer", op, a: Value) -> Value | _NotDefined:
     name = _UNARY.get(getattr(op, "__name__", ""))
     return NOT_DEFINED if name is None else call_dunder(tx, a, name, [])
+
+hub.register(
+    NOT_DEFINED=NOT_DEFINED, call_dunder=call_dunder, defines=defines,
+    delete_attribute=delete_attribute, store_attribute=store_attribute,
+    stored_attribute=stored_attribute, user_binary_op=user_binary_op, user_class_of=user_class_of,
+    user_unary_op=user_unary_op,
+)

@@ -11,7 +11,9 @@ Common fields:
 """
 from __future__ import annotations
 
+import contextlib
 import enum
+import functools
 import types
 from dataclasses import dataclass, field
 from typing import Any
@@ -319,7 +321,6 @@ class PartialValue(Value):
     kwargs: dict[str, Value]
 
     def python_type(self) -> type:
-        import functools
         return functools.partial
 
 
@@ -470,7 +471,6 @@ class GeneratorContextValue(Value):
     yield_index: int = -1
 
     def python_type(self) -> type:
-        import contextlib
         return contextlib._GeneratorContextManager
 
     def describe(self) -> str:

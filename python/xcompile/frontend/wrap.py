@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, Source
-from . import rules, tracing_rules
+from . import hub, rules, tracing_rules
 from .exc import Unsupported
 from .values import (
     BoundMethodValue,
@@ -153,17 +153,15 @@ def _partial(tx, obj: functools.partial, source, covered) -> Value:
 
 
 def _is_dict_subclass(obj) -> bool:
-    from .calls import dict_base, is_plain_user_class
-    return isinstance(obj, dict) and dict_base(type(obj)) is not None and is_plain_user_class(type(obj))
+    return isinstance(obj, dict) and hub.dict_base(type(obj)) is not None and hub.is_plain_user_class(type(obj))
 
 
 def _dict_subclass(tx, obj, source, covered) -> Value:
     """A user dict subclass from outside (HF ModelOutput): a user object whose dict contents are
     a DictValue (keys guarded as a dict's; writes replayed through the builtin base class)."""
-    from .calls import dict_base
     v = _user_object(tx, obj, source, covered)
     storage = _dict(tx, obj, source, True)
-    storage.cls = dict_base(type(obj))
+    storage.cls = hub.dict_base(type(obj))
     if source is None:
         tx.side_effects.unreachable(storage)
     v.storage = storage
@@ -192,15 +190,13 @@ def _is_container_method(o) -> bool:
 def _container_method(tx, obj, source, covered) -> Value:
     """The method looked up again on its object, which is guarded as what it is (was: an identity
     guard on the bound method, a new object every call: a recompile every call)."""
-    from .attrs import load_attr
     self_v = tx.wrap(obj.__self__, AttrSource(source, "__self__") if source is not None else None, covered)
-    return load_attr(tx, self_v, obj.__name__)
+    return hub.load_attr(tx, self_v, obj.__name__)
 
 
 def _outside_generator(tx, obj, source, covered) -> Value:
-    from .generators import OutsideGeneratorValue
     v = _user_object(tx, obj, source, covered)
-    return OutsideGeneratorValue(obj, source=v.source, covered=v.covered)
+    return hub.OutsideGeneratorValue(obj, source=v.source, covered=v.covered)
 
 
 def _is_builtin_callable(obj) -> bool:
@@ -209,8 +205,7 @@ def _is_builtin_callable(obj) -> bool:
 
 @functools.lru_cache(None)
 def _builtin_table():
-    from .builtins_rules import BUILTINS
-    return BUILTINS
+    return hub.BUILTINS
 
 
 def _is_plain_dict(obj) -> bool:

@@ -5,7 +5,8 @@ import operator
 
 from ...bytecode.instructions import Instr
 from ...bytecode.versions import BINARY_OPS, COMPARE_OPS
-from ..exc import Unsupported
+from .. import hub
+from ..exc import PythonError, Unsupported
 from ..pyops import binary_op, contains, is_op, truth, unary_op
 from ..tracer import Frame, handler
 from ..values import ConstantValue, TupleValue
@@ -64,10 +65,8 @@ def call_intrinsic_1(f: Frame, inst: Instr) -> None:
     elif inst.argval == "INTRINSIC_PRINT":
         raise Unsupported("call to builtin print")
     elif inst.argval == "INTRINSIC_STOPITERATION_ERROR":   # 3.12 generators: StopIteration -> RuntimeError
-        from ..exceptions import real_exception
         exc = f.pop()
-        if isinstance(real_exception(exc), StopIteration):
-            from ..exc import PythonError
+        if isinstance(hub.real_exception(exc), StopIteration):
             exc = PythonError.of(RuntimeError("generator raised StopIteration")).value
         f.push(exc)
     else:

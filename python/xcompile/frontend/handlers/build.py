@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ...bytecode.instructions import Instr
+from .. import hub
 from ..exc import PythonError, Unsupported
 from ..iteration import items_of
 from ..pyops import as_constant, delitem, fold, getitem, set_add, setitem
@@ -112,8 +113,7 @@ def map_add(f: Frame, inst: Instr) -> None:
 
 @handler("DICT_UPDATE", "DICT_MERGE")
 def dict_update(f: Frame, inst: Instr) -> None:
-    from ..builtins_rules import mapping_source
-    other = mapping_source(f.tx, f.tx.resolve(f.pop()))  # a dict subclass: its storage / keys()
+    other = hub.mapping_source(f.tx, f.tx.resolve(f.pop()))  # a dict subclass: its storage / keys()
     target = f.peek(inst.arg)
     if not isinstance(other, DictValue):
         raise Unsupported(f"** unpacking of {other.describe()}")

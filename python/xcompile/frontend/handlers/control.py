@@ -5,6 +5,7 @@ import sys
 
 from ...bytecode.instructions import Instr
 from ...bytecode.versions import facts_for
+from .. import hub
 from ..exc import Unsupported
 from ..generators import ITERATORS, iter_next
 from ..iteration import get_iter
@@ -108,19 +109,17 @@ def end_for(f: Frame, inst: Instr) -> None:
 # -- with blocks --------------------------------------------------------------------------------------------
 @handler("BEFORE_WITH")
 def before_with(f: Frame, inst: Instr) -> None:
-    from ..calls import CONTEXT_VALUES, switch_grad_mode
     ctx = f.pop()
     if isinstance(ctx, GradModeValue):
         if ctx.prev is None:                  # no_grad() / enable_grad(): switch on enter
             ctx.exit_to = f.tx.gb.grad_enabled
-            switch_grad_mode(f.tx, ctx.enabled)
+            hub.switch_grad_mode(f.tx, ctx.enabled)
         else:                                 # set_grad_enabled(b): switched at the call already
             ctx.exit_to = ctx.prev
-    elif type(ctx) in CONTEXT_VALUES:
-        CONTEXT_VALUES[type(ctx)][0](f.tx, ctx)
+    elif type(ctx) in hub.CONTEXT_VALUES:
+        hub.CONTEXT_VALUES[type(ctx)][0](f.tx, ctx)
     elif not isinstance(ctx, NoOpContextValue):      # user classes, @contextmanager, autocast
-        from ..contexts import enter_context
-        ctx, entered = enter_context(f.tx, ctx)
+        ctx, entered = hub.enter_context(f.tx, ctx)
         f.ctx_stack.append(ctx)
         f.stack.append(ContextExitValue(ctx))
         f.push(entered)

@@ -1,0 +1,21 @@
+"""Imports every module that fills the value hub (``frontend/hub.py``), so that a capture finds
+all operations registered. The capture driver (``graph_break.py``) imports this module."""
+from __future__ import annotations
+
+from . import (  # noqa: F401  (each registers its operations in the hub)
+    attrs,
+    builtins_more,
+    builtins_rules,
+    calls,
+    container_methods,
+    contexts,
+    exceptions,
+    frame_hooks,
+    generators,
+    introspection,
+    iteration,
+    modules,
+    pyops,
+    scalars,
+    user_objects,
+)
