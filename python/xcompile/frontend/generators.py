@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from . import hub
 from .exc import PythonError, Unsupported
+from .iteration import register_iterable
 from .values import (
     ConstantValue,
     GeneratorValue,
@@ -309,5 +310,8 @@ _register()
 
 hub.register(
     OutsideGeneratorValue=OutsideGeneratorValue, call_generator_method=call_generator_method,
-    drain=drain, is_lazy=is_lazy, iter_next=iter_next, lazy=lazy,
+    is_lazy=is_lazy, iter_next=iter_next, lazy=lazy,
 )
+
+for _cls in (GeneratorValue, LazyIterValue):
+    register_iterable(_cls, drain)

@@ -81,7 +81,6 @@ hooks_of: Any = _unfilled('hooks_of')   # (tx: 'Tracer', m: torch.nn.Module, pre
 # -- generators.py --------------------------------------------------------------------------------
 OutsideGeneratorValue: Any = _unfilled('OutsideGeneratorValue')   # a class
 call_generator_method: Any = _unfilled('call_generator_method')
-drain: Any = _unfilled('drain')   # (tx: 'Tracer', g: Value)
 is_lazy: Any = _unfilled('is_lazy')   # (v: Value)
 iter_next: Any = _unfilled('iter_next')   # (tx: 'Tracer', it: Value)
 lazy: Any = _unfilled('lazy')   # (what: str, pull)
@@ -96,9 +95,6 @@ length_of: Any = _unfilled('length_of')   # (tx: 'Tracer', v: Value)
 # -- modules.py -----------------------------------------------------------------------------------
 call_module: Any = _unfilled('call_module')
 module_attr: Any = _unfilled('module_attr')   # (tx: 'Tracer', v: ModuleValue, name: str)
-module_getitem: Any = _unfilled('module_getitem')   # (tx: 'Tracer', v: ModuleValue, key: Value)
-module_items: Any = _unfilled('module_items')   # (tx: 'Tracer', v: ModuleValue)
-module_len: Any = _unfilled('module_len')   # (v: ModuleValue)
 
 # -- pyops.py -------------------------------------------------------------------------------------
 as_constant: Any = _unfilled('as_constant')   # (v: Value)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import operator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable
 
 from . import hub
 from .exc import Unsupported
@@ -14,7 +14,6 @@ from .values import (
     IteratorValue,
     LazyIterValue,
     ListValue,
-    ModuleValue,
     SetValue,
     TensorValue,
     TupleValue,
@@ -42,34 +41,35 @@ def _tensor_rows(tx: "Tracer", v: TensorValue) -> list[Value]:
             for i in range(v.fake.shape[0])]
 
 
+# The iteration table: value class -> what iter(v) yields / len(v), each a function of (tx, v).
+# Looked up along the value's class MRO; the value kinds of other modules add their rows
+# (generators.py: generators; modules.py: container modules) through register_iterable.
+_ITEMS: dict[type, Callable[["Tracer", Any], list[Value]]] = {}
+_LENGTH: dict[type, Callable[["Tracer", Any], int]] = {}
+
+
+def register_iterable(value_cls: type, items: Callable | None = None, length: Callable | None = None) -> None:
+    """Rows of the iteration table for ``value_cls``: ``items(tx, v)`` -> the values ``iter(v)``
+    yields (all resolved), ``length(tx, v)`` -> ``len(v)``."""
+    if items is not None:
+        _ITEMS[value_cls] = items
+    if length is not None:
+        _LENGTH[value_cls] = length
+
+
+def _row(table: dict, v: Value):
+    for cls in type(v).__mro__:
+        fn = table.get(cls)
+        if fn is not None:
+            return fn
+    return None
+
+
 def items_of(tx: "Tracer", v: Value) -> list[Value]:
     """The values that ``iter(v)`` would produce, all resolved."""
-    if isinstance(v, (TupleValue, ListValue)):
-        return [tx.resolve(x) for x in v.items]
-    if isinstance(v, SetValue):
-        consts = [hub.as_constant(x) for x in v.items]
-        if all(ok for ok, _ in consts):          # iterate in Python's own set order
-            return [ConstantValue(c) for c in set(c for _, c in consts)]
-        raise Unsupported("iterating over a set of non-constants (the order depends on object ids)")
-    if isinstance(v, IteratorValue):
-        rest = v.items[v.pos:]
-        v.pos = len(v.items)
-        return [tx.resolve(x) for x in rest]
-    if isinstance(v, (GeneratorValue, LazyIterValue)):
-        return hub.drain(tx, v)
-    if isinstance(v, DictValue):
-        return [ConstantValue(k) for k in v.items]
-    if isinstance(v, DictViewValue):
-        return _dict_view(tx, v)
-    if isinstance(v, ConstantValue):
-        try:
-            return [ConstantValue(x) for x in iter(v.value)]
-        except TypeError:
-            raise Unsupported(f"{v.describe()} is not iterable") from None
-    if isinstance(v, ModuleValue):
-        return hub.module_items(tx, v)
-    if isinstance(v, TensorValue):
-        return _tensor_rows(tx, v)
+    row = _row(_ITEMS, v)
+    if row is not None:
+        return row(tx, v)
     it = hub.call_dunder(tx, v, "__iter__", [])            # user classes: __iter__ (often a generator)
     if it is not hub.NOT_DEFINED:
         return items_of(tx, it)
@@ -85,23 +85,9 @@ def get_iter(tx: "Tracer", v: Value) -> Value:
 
 
 def length_of(tx: "Tracer", v: Value) -> int:
-    if isinstance(v, (TupleValue, ListValue)):
-        return len(v.items)
-    if isinstance(v, (DictValue, SetValue)):
-        return len(v.items)
-    if isinstance(v, DictViewValue):
-        return len(v.dict_value.items)
-    if isinstance(v, ConstantValue):
-        try:
-            return len(v.value)
-        except TypeError:
-            raise Unsupported(f"len() of {v.describe()}") from None
-    if isinstance(v, ModuleValue):
-        return hub.module_len(v)
-    if isinstance(v, TensorValue):
-        if v.fake.dim() == 0:
-            raise Unsupported("len() of a 0-d tensor", "The same code raises TypeError in eager mode.")
-        return int(v.fake.shape[0])
+    row = _row(_LENGTH, v)
+    if row is not None:
+        return row(tx, v)
     n = hub.call_dunder(tx, v, "__len__", [])
     if n is not hub.NOT_DEFINED:
         ok, c = hub.as_constant(n)
@@ -110,6 +96,58 @@ def length_of(tx: "Tracer", v: Value) -> int:
     elif dict_storage(v) is not v:
         return len(dict_storage(v).items)
     raise Unsupported(f"len() of {v.describe()}")
+
+
+# -- the rows for the built-in value kinds ----------------------------------------------------------
+def _sequence_items(tx: "Tracer", v) -> list[Value]:
+    return [tx.resolve(x) for x in v.items]
+
+
+def _set_items(tx: "Tracer", v: SetValue) -> list[Value]:
+    consts = [hub.as_constant(x) for x in v.items]
+    if all(ok for ok, _ in consts):          # iterate in Python's own set order
+        return [ConstantValue(c) for c in set(c for _, c in consts)]
+    raise Unsupported("iterating over a set of non-constants (the order depends on object ids)")
+
+
+def _iterator_items(tx: "Tracer", v: IteratorValue) -> list[Value]:
+    rest = v.items[v.pos:]
+    v.pos = len(v.items)
+    return [tx.resolve(x) for x in rest]
+
+
+def _constant_items(tx: "Tracer", v: ConstantValue) -> list[Value]:
+    try:
+        return [ConstantValue(x) for x in iter(v.value)]
+    except TypeError:
+        raise Unsupported(f"{v.describe()} is not iterable") from None
+
+
+def _constant_len(tx: "Tracer", v: ConstantValue) -> int:
+    try:
+        return len(v.value)
+    except TypeError:
+        raise Unsupported(f"len() of {v.describe()}") from None
+
+
+def _tensor_len(tx: "Tracer", v: TensorValue) -> int:
+    if v.fake.dim() == 0:
+        raise Unsupported("len() of a 0-d tensor", "The same code raises TypeError in eager mode.")
+    return int(v.fake.shape[0])
+
+
+def _items_len(tx: "Tracer", v) -> int:
+    return len(v.items)
+
+
+for _cls in (TupleValue, ListValue):
+    register_iterable(_cls, _sequence_items, _items_len)
+register_iterable(SetValue, _set_items, _items_len)
+register_iterable(DictValue, lambda tx, v: [ConstantValue(k) for k in v.items], _items_len)
+register_iterable(DictViewValue, _dict_view, lambda tx, v: len(v.dict_value.items))
+register_iterable(IteratorValue, _iterator_items)
+register_iterable(ConstantValue, _constant_items, _constant_len)
+register_iterable(TensorValue, _tensor_rows, _tensor_len)
 
 hub.register(
     items_of=items_of, length_of=length_of,

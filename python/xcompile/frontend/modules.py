@@ -15,6 +15,8 @@ from ..guards.sources import AttrSource, ItemSource
 from . import hub
 from .attrs import MISSING, AttrMissing, bind_class_member, class_member_source, mro_lookup, object_attr
 from .exc import Unsupported
+from .iteration import register_iterable
+from .pyops import register_value_kind
 from .values import (
     ConstantValue,
     DictValue,
@@ -221,6 +223,8 @@ __all__ = ["call_module", "module_attr", "module_getitem",
            "module_items", "module_len"]
 
 hub.register(
-    call_module=call_module, module_attr=module_attr, module_getitem=module_getitem,
-    module_items=module_items, module_len=module_len,
+    call_module=call_module, module_attr=module_attr,
 )
+
+register_iterable(ModuleValue, module_items, lambda tx, v: module_len(v))
+register_value_kind(ModuleValue, getitem=lambda tx, v, key, subclass: module_getitem(tx, v, key))

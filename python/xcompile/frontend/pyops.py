@@ -192,18 +192,34 @@ def unary_op(tx: "Tracer", op: Callable, a: Value) -> Value:
     raise Unsupported(f"operator {op.__name__} on {a.describe()}")
 
 
+# The truth table: value class -> bool(v), a function of (tx, v), looked up along the class MRO.
+_TRUTH: dict[type, Callable[["Tracer", Any], bool]] = {}
+# The subscript table: value class -> v[key], a function of (tx, container, key, subclass), where
+# ``subclass`` is the value the user indexed when ``container`` is the dict storage of a dict
+# subclass made in the frame (else ``container`` itself).
+_GETITEM: dict[type, Callable[..., Value]] = {}
+
+
+def register_value_kind(value_cls: type, *, truth: Callable | None = None, getitem: Callable | None = None) -> None:
+    """Rows of the truth and subscript tables for ``value_cls`` (modules.py, scalars.py...)."""
+    if truth is not None:
+        _TRUTH[value_cls] = truth
+    if getitem is not None:
+        _GETITEM[value_cls] = getitem
+
+
+def _row(table: dict, v: Value):
+    for cls in type(v).__mro__:
+        fn = table.get(cls)
+        if fn is not None:
+            return fn
+    return None
+
+
 def truth(tx: "Tracer", v: Value) -> bool:
-    if isinstance(v, TensorValue):
-        raise Unsupported("data-dependent branching: the condition is a tensor", _DATA_DEPENDENT_HINT,
-                          _DATA_DEPENDENT)
-    if isinstance(v, ConstantValue):
-        return bool(v.value)
-    if is_sym(v):
-        return scalars.truth(v)
-    if isinstance(v, (TupleValue, ListValue, DictValue, SetValue)):
-        return len(v.items) > 0
-    if isinstance(v, NullValue):
-        raise Unsupported("truth value of NULL")
+    row = _row(_TRUTH, v)
+    if row is not None:
+        return row(tx, v)
     for name in ("__bool__", "__len__"):                  # user classes: Python's protocol
         r = hub.call_dunder(tx, v, name, [])
         if r is not hub.NOT_DEFINED:
@@ -219,6 +235,15 @@ def truth(tx: "Tracer", v: Value) -> bool:
         if type(obj).__module__ != "builtins" and not isinstance(obj, type):
             raise Unsupported(f"truth value of {v.describe()}, which defines __bool__/__len__")
     return True
+
+
+def _tensor_truth(tx: "Tracer", v: TensorValue) -> bool:
+    raise Unsupported("data-dependent branching: the condition is a tensor", _DATA_DEPENDENT_HINT,
+                      _DATA_DEPENDENT)
+
+
+def _null_truth(tx: "Tracer", v: NullValue) -> bool:
+    raise Unsupported("truth value of NULL")
 
 
 def set_member(items: list[Value], item: Value) -> bool:
@@ -280,39 +305,54 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
     r = hub.call_dunder(tx, container, "__getitem__", [key])
     if r is not hub.NOT_DEFINED:
         return r
-    subclass, container = container, dict_storage(container)
-    if isinstance(container, TensorValue):
-        return tx.gb.call("call_function", operator.getitem, (container, key))
-    if isinstance(container, ModuleValue):
-        return hub.module_getitem(tx, container, key)
+    storage = dict_storage(container)
+    row = _row(_GETITEM, storage)
+    if row is None:
+        raise Unsupported(f"subscript of {storage.describe()}")
+    return row(tx, storage, key, container)
+
+
+def _constant_key(container: Value, key: Value) -> Any:
     ok, k = as_constant(key)
     if not ok:
         if isinstance(key, TensorValue) and isinstance(container, (ListValue, TupleValue)):
             raise Unsupported("indexing a list with a tensor", "The index value is data-dependent.")
         raise Unsupported(f"indexing {container.describe()} with {key.describe()}")
-    if isinstance(container, (TupleValue, ListValue)):
-        try:
-            picked = container.items[k]
-        except (IndexError, TypeError) as e:
-            raise PythonError.of(e) from e
-        if isinstance(k, slice):
-            return ListValue(list(picked)) if isinstance(container, ListValue) else TupleValue(list(picked))
-        return tx.resolve(picked)
-    if isinstance(container, DictValue):
-        if k not in container.items:
-            if subclass is not container:                     # dict.__getitem__ of a subclass
-                r = hub.call_dunder(tx, subclass, "__missing__", [key])
-                if r is not hub.NOT_DEFINED:
-                    return r
-            if container.default_factory is None:
-                raise PythonError.of(KeyError(k))
-            note_mutation(tx, container)
-            container.items[k] = hub.call_value(tx, container.default_factory, [], {})
-        v = container.items[k] = tx.resolve(container.items[k])
-        return v
-    if isinstance(container, ConstantValue):
-        return fold(operator.getitem, container.value, k, what="subscript")
-    raise Unsupported(f"subscript of {container.describe()}")
+    return k
+
+
+def _tensor_getitem(tx: "Tracer", container: TensorValue, key: Value, subclass: Value) -> Value:
+    return tx.gb.call("call_function", operator.getitem, (container, key))
+
+
+def _sequence_getitem(tx: "Tracer", container, key: Value, subclass: Value) -> Value:
+    k = _constant_key(container, key)
+    try:
+        picked = container.items[k]
+    except (IndexError, TypeError) as e:
+        raise PythonError.of(e) from e
+    if isinstance(k, slice):
+        return ListValue(list(picked)) if isinstance(container, ListValue) else TupleValue(list(picked))
+    return tx.resolve(picked)
+
+
+def _dict_getitem(tx: "Tracer", container: DictValue, key: Value, subclass: Value) -> Value:
+    k = _constant_key(container, key)
+    if k not in container.items:
+        if subclass is not container:                     # dict.__getitem__ of a subclass
+            r = hub.call_dunder(tx, subclass, "__missing__", [key])
+            if r is not hub.NOT_DEFINED:
+                return r
+        if container.default_factory is None:
+            raise PythonError.of(KeyError(k))
+        note_mutation(tx, container)
+        container.items[k] = hub.call_value(tx, container.default_factory, [], {})
+    v = container.items[k] = tx.resolve(container.items[k])
+    return v
+
+
+def _constant_getitem(tx: "Tracer", container: ConstantValue, key: Value, subclass: Value) -> Value:
+    return fold(operator.getitem, container.value, _constant_key(container, key), what="subscript")
 
 
 def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
@@ -354,3 +394,12 @@ hub.register(
     as_constant=as_constant, contains=contains, delitem=delitem, is_op=is_op,
     note_mutation=note_mutation, set_add=set_add, set_member=set_member, setitem=setitem,
 )
+
+register_value_kind(TensorValue, truth=_tensor_truth, getitem=_tensor_getitem)
+register_value_kind(ConstantValue, truth=lambda tx, v: bool(v.value), getitem=_constant_getitem)
+for _cls in (TupleValue, ListValue):
+    register_value_kind(_cls, truth=lambda tx, v: len(v.items) > 0, getitem=_sequence_getitem)
+register_value_kind(DictValue, truth=lambda tx, v: len(v.items) > 0, getitem=_dict_getitem)
+register_value_kind(SetValue, truth=lambda tx, v: len(v.items) > 0)
+register_value_kind(NullValue, truth=_null_truth)
+register_value_kind(scalars.SymScalarValue, truth=lambda tx, v: scalars.truth(v))
