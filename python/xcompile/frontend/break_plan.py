@@ -12,7 +12,7 @@ import torch
 from .. import _C
 from .break_log import BreakRecord
 from .calls import switch_grad_mode
-from .capture import BrokenFrame, CapturedGraph
+from .capture import BrokenFrame, CapturedGraph, Seq, out
 from .codegen import RunnerBuilder
 from .output import OutputBuilder
 from .resume import BreakKind, CannotResume, resume_code, stub_code
@@ -103,7 +103,7 @@ class RunnerPlan:
         text = b.render(body, graph_call, effect_lines)
         captured = CapturedGraph(gm=gm, example_inputs=list(tx.gb.example_inputs),
                                  input_sources=list(tx.gb.input_sources),
-                                 output=("tuple", [("out", i) for i in range(len(b.outputs))]),
+                                 output=Seq("tuple", [out(i) for i in range(len(b.outputs))]),
                                  guards=tx.guards.build())
 
         def finish(compiled):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import types
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 import torch
 
@@ -28,17 +28,62 @@ class FrameState:
     closure: tuple | None               # the function's __closure__ (cells), co_freevars order
 
 
-# Output spec: how the frame's return value is rebuilt from the graph's outputs.
-# A nested tuple, executed in C++ after the compiled graph returns its tuple ``outs``:
-#   ("out", i)                 -> outs[i]
-#   ("const", value)           -> value (a constant computed at trace time)
-#   ("source", slot)           -> the value found at input slot ``slot`` (a pass-through argument)
-#   ("tuple", [spec, ...])     -> tuple of the parts
-#   ("list", [spec, ...])      -> list of the parts
-#   ("dict", [key, ...], [spec, ...]) -> dict (insertion order kept)
-#   ("namedtuple", cls, [spec, ...])  -> cls(*parts) (a structseq such as torch.return_types.max:
-#                                        cls(parts))
-OutputSpec = tuple
+# Output spec: how the frame's return value is rebuilt from the graph's outputs ``outs``, run
+# by the cache entry in C++ after the graph returns (``guards/lower.lower_output_spec`` turns it
+# into the C++ plan). Each node is a named tuple whose first field names its kind, so a spec
+# prints and compares as the plain tuple it is: ``Seq("tuple", [Out(0), Const(0.5)]) ==
+# ("tuple", [("out", 0), ("const", 0.5)])``.
+class Out(NamedTuple):
+    """``outs[position]``: a tensor or captured scalar the graph returns."""
+    kind: Literal["out"]
+    position: int
+
+
+class Const(NamedTuple):
+    """A constant computed at trace time."""
+    kind: Literal["const"]
+    value: Any
+
+
+class PassThrough(NamedTuple):
+    """The value at ``CapturedGraph.passthrough_sources[slot]``, handed back as it is."""
+    kind: Literal["source"]
+    slot: int
+
+
+class Seq(NamedTuple):
+    """A tuple or list (``kind``) of the parts."""
+    kind: Literal["tuple", "list"]
+    parts: list
+
+
+class DictSpec(NamedTuple):
+    """A dict, insertion order kept."""
+    kind: Literal["dict"]
+    keys: list
+    parts: list
+
+
+class NamedTupleSpec(NamedTuple):
+    """``cls(*parts)`` (a structseq such as torch.return_types.max: ``cls(parts)``)."""
+    kind: Literal["namedtuple"]
+    cls: type
+    parts: list
+
+
+OutputSpec = Out | Const | PassThrough | Seq | DictSpec | NamedTupleSpec
+
+
+def out(index: int) -> Out:
+    return Out("out", index)
+
+
+def const(value: Any) -> Const:
+    return Const("const", value)
+
+
+def passthrough(index: int) -> PassThrough:
+    return PassThrough("source", index)
 
 
 @dataclass
@@ -46,7 +91,7 @@ class CapturedGraph:
     gm: torch.fx.GraphModule            # placeholders in input_sources order; returns a tuple
     example_inputs: list                # the real values of the placeholders at trace time
     input_sources: list[Source]         # where each placeholder comes from
-    output: OutputSpec                  # see above; ("source", k) refers to passthrough_sources[k]
+    output: OutputSpec                  # see above
     guards: GuardSet
     passthrough_sources: list[Source] = field(default_factory=list)  # non-graph values returned as-is
     # Mutations of state from outside the frame (frontend/side_effects.py EffectPlan), or None.

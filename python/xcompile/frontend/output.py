@@ -1,9 +1,9 @@
 """The frame's return value -> graph outputs (a tuple of tensors) + the output spec.
 
 See ``capture.OutputSpec``: tensors and captured scalars (scalars.py; the graph returns them as
-Python numbers) become ("out", i) (one graph output per distinct node),
-constants ("const", v), containers built in the frame are rebuilt from their parts, and
-objects that came from outside the frame are handed back as-is through ("source", k).
+Python numbers) become ``Out(i)`` (one graph output per distinct node), constants ``Const(v)``,
+containers built in the frame are rebuilt from their parts, and objects that came from outside
+the frame are handed back as-is through ``PassThrough(k)``.
 """
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import torch
 
 from ..effects import EffectPlan
 from ..guards.sources import Source
+from .capture import DictSpec, NamedTupleSpec, OutputSpec, PassThrough, Seq, const, out, passthrough
 from .exc import Unsupported
 from .scalars import SymScalarValue
 from .side_effects import SpecBuilder
@@ -43,14 +44,14 @@ class OutputBuilder:
         self.passthrough: list[Source] = []
         self.effects = tx.side_effects.build(tx, self)     # CapturedGraph.side_effects
 
-    def spec(self, v: Value) -> tuple:
+    def spec(self, v: Value) -> OutputSpec:
         """The output-plan node for ``v``.  Values the C++ plan cannot build (objects made in the
         frame, sets, OrderedDict/defaultdict) make the whole result a Python-built one."""
         if _needs_python(self.tx, v):
             return self._python_result(v)
         return self._spec(v)
 
-    def _python_result(self, v: Value) -> tuple:
+    def _python_result(self, v: Value) -> OutputSpec:
         """The result is built by the entry's Python wrapper (side_effects.EffectPlan.result) and
         appended after the graph's outputs."""
         result = SpecBuilder(self.tx, self).value(v)
@@ -58,37 +59,37 @@ class OutputBuilder:
         plan.result = result
         plan.n_objects = len(self.passthrough)
         self.effects = plan
-        return ("out", len(self.outputs))
+        return out(len(self.outputs))
 
-    def _spec(self, v: Value) -> tuple:
+    def _spec(self, v: Value) -> OutputSpec:
         v = self.tx.resolve(v)
         if isinstance(v, (TensorValue, SymScalarValue)):
             i = self._index.get(v.node)
             if i is None:
                 i = self._index[v.node] = len(self.outputs)
                 self.outputs.append(v)
-            return ("out", i)
+            return out(i)
         if isinstance(v, ConstantValue):
-            return ("const", v.value)
+            return const(v.value)
         if v.source is not None:
             return self._passthrough(v.source)
         if isinstance(v, TupleValue):
             if v.cls is not tuple:              # a namedtuple or structseq (torch.return_types.*)
-                return ("namedtuple", v.cls, [self._spec(i) for i in v.items])
-            return ("tuple", [self._spec(i) for i in v.items])
+                return NamedTupleSpec("namedtuple", v.cls, [self._spec(i) for i in v.items])
+            return Seq("tuple", [self._spec(i) for i in v.items])
         if isinstance(v, ListValue):
-            return ("list", [self._spec(i) for i in v.items])
+            return Seq("list", [self._spec(i) for i in v.items])
         if isinstance(v, DictValue):
-            return ("dict", list(v.items.keys()), [self._spec(i) for i in v.items.values()])
+            return DictSpec("dict", list(v.items.keys()), [self._spec(i) for i in v.items.values()])
         obj = real_object(v)
         if obj is not None:
-            return ("const", obj)
+            return const(obj)
         raise Unsupported(f"returning {v.describe()}", "Return tensors, constants and containers of these.")
 
-    def _passthrough(self, src: Source) -> tuple:
+    def _passthrough(self, src: Source) -> PassThrough:
         if src not in self.passthrough:
             self.passthrough.append(src)
-        return ("source", self.passthrough.index(src))
+        return passthrough(self.passthrough.index(src))
 
 
 def _needs_python(tx: "Tracer", v: Value, seen: set | None = None) -> bool:

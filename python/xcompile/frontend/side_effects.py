@@ -317,9 +317,7 @@ class SpecBuilder:
         self.out = out
 
     def slot(self, src: Source) -> tuple:
-        kind, k = self.out._passthrough(src)
-        assert kind == "source"
-        return ("slot", k)
+        return ("slot", self.out._passthrough(src).slot)
 
     def where(self, where: Source | Any) -> tuple:
         return self.slot(where) if isinstance(where, Source) else ("const", where)

@@ -113,16 +113,18 @@ def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
 
 
 def lower_output_spec(out, n_inputs: int):
-    """Frontend output spec -> the C++ plan (("source", k) becomes ("slot", n_inputs + k))."""
+    """Frontend output spec (``frontend/capture.OutputSpec``) -> the C++ plan, plain tuples that
+    ``cache_entry.cpp`` runs: a pass-through value ``PassThrough(k)`` becomes
+    ``("slot", n_inputs + k)``; the other kinds keep their fields."""
     kind = out[0]
     if kind == "source":
-        return ("slot", n_inputs + out[1])
+        return ("slot", n_inputs + out.slot)
     if kind in ("tuple", "list"):
-        return (kind, [lower_output_spec(p, n_inputs) for p in out[1]])
+        return (kind, [lower_output_spec(p, n_inputs) for p in out.parts])
     if kind == "dict":
-        return ("dict", list(out[1]), [lower_output_spec(p, n_inputs) for p in out[2]])
+        return ("dict", list(out.keys), [lower_output_spec(p, n_inputs) for p in out.parts])
     if kind == "namedtuple":
-        return ("namedtuple", out[1], [lower_output_spec(p, n_inputs) for p in out[2]])
+        return ("namedtuple", out.cls, [lower_output_spec(p, n_inputs) for p in out.parts])
     if kind in ("out", "const"):
-        return out
+        return tuple(out)
     raise ValueError(f"bad output spec {out!r}")
