@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 
 from . import config
-from .frontend import codegen, tracing_rules
+from .frontend import codegen, marks, tracing_rules
 from .frontend.tracing_rules import ForbiddenInGraph
 
 
@@ -39,7 +39,7 @@ def allow_in_graph(fn):
     ``fn`` must take and return tensors, Python constants and containers of these, be
     functional, and not depend on captured tensors (see the FAQ)."""
     _check_callable(fn, "allow_in_graph")
-    tracing_rules.mark(fn, "allow")
+    marks.mark(fn, "allow")
     return fn
 
 
@@ -55,7 +55,7 @@ def assume_constant_result(fn):
 def disallow_in_graph(fn):
     """Break the graph at every call of ``fn`` (the call runs eagerly)."""
     _check_callable(fn, "disallow_in_graph")
-    tracing_rules.mark(fn, "disallow")
+    marks.mark(fn, "disallow")
     return fn
 
 
@@ -63,7 +63,7 @@ def forbid_in_graph(fn):
     """Raise ``ForbiddenInGraph`` when tracing reaches ``fn`` (use ``disallow_in_graph`` for a
     graph break instead)."""
     _check_callable(fn, "forbid_in_graph")
-    tracing_rules.mark(fn, "forbid")
+    marks.mark(fn, "forbid")
     return fn
 
 
@@ -77,7 +77,7 @@ def nonstrict_trace(fn):
     def nonstrict_wrapper(*args, **kwargs):
         return fn(*args, **kwargs)
 
-    tracing_rules.mark(nonstrict_wrapper, "nonstrict")
+    marks.mark(nonstrict_wrapper, "nonstrict")
     return nonstrict_wrapper
 
 
@@ -125,10 +125,10 @@ def error_on_graph_break(error_on_graph_break: bool) -> ErrorOnGraphBreak:
     return ErrorOnGraphBreak(error_on_graph_break)
 
 
-tracing_rules.mark(graph_break, "graph_break")
-tracing_rules.mark(allow_in_graph, "mark_allow")
-tracing_rules.mark(nonstrict_trace, "mark_nonstrict")
-tracing_rules.mark(error_on_graph_break, "eogb_factory")
+marks.mark(graph_break, "graph_break")
+marks.mark(allow_in_graph, "mark_allow")
+marks.mark(nonstrict_trace, "mark_nonstrict")
+marks.mark(error_on_graph_break, "eogb_factory")
 tracing_rules.register_eogb_class(ErrorOnGraphBreak)
 codegen.register_context_remaker(
     tracing_rules.ErrorOnGraphBreakValue,

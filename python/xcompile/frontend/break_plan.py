@@ -14,10 +14,10 @@ from .break_log import BreakRecord
 from .calls import switch_grad_mode
 from .capture import BrokenFrame, CapturedGraph, Seq, out
 from .codegen import RunnerBuilder
+from .marks import torch_disabled
 from .output import OutputBuilder
 from .resume import BreakKind, CannotResume, resume_code, stub_code
 from .tracer import Frame, Tracer
-from .tracing_rules import torch_disabled
 from .values import ContextExitValue, GradModeValue, NullValue, Value, real_object
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import hub
+from . import hub, marks
 from .exc import Unsupported
 from .values import BuiltinValue, ConstantValue, ModuleValue, PartialValue, Value
 
@@ -118,8 +118,8 @@ def _install() -> None:
     builtins_rules.BUILTINS[_remove] = _remove
     tracing_rules.RULE_CALLS["frame_hook"] = _register(pre=False)
     tracing_rules.RULE_CALLS["frame_pre_hook"] = _register(pre=True)
-    tracing_rules.mark(torch.nn.Module.register_forward_hook, "frame_hook")
-    tracing_rules.mark(torch.nn.Module.register_forward_pre_hook, "frame_pre_hook")
+    marks.mark(torch.nn.Module.register_forward_hook, "frame_hook")
+    marks.mark(torch.nn.Module.register_forward_pre_hook, "frame_pre_hook")
 
 
 _install()

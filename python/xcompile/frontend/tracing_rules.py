@@ -38,11 +38,11 @@ import torch.utils._pytree as pytree
 import torch.utils.checkpoint
 
 from .. import _C, config
-from ..code_states import NONRECURSIVE_SKIPS, SKIP
 from ..guards.sources import AttrSource
-from . import hub, rules
+from . import hub, marks, rules
 from .calls import register_caller, register_context_value
 from .exc import Unsupported
+from .marks import mark, rule_of, torch_disabled, unmark  # noqa: F401  (tracing_rules.mark/unmark: the API)
 from .values import (
     BoundMethodValue,
     ConstantValue,
@@ -65,65 +65,11 @@ class ForbiddenInGraph(AssertionError):
     """A function marked with ``forbid_in_graph`` was reached while tracing."""
 
 
-# id(obj) -> (obj, rule); the object is kept alive by the entry.
-_RULES: dict[int, tuple[Any, str]] = {}
 # type -> function(tx, obj, source, covered) -> Value | None: objects with a special meaning to
 # the tracer (the function installs the guards it needs).
 SPECIAL_TYPES: dict[type, Callable[[Tracer, Any, Any, bool], Value | None]] = {}
 
 GRAPH_BREAK_REASON = "Call to `xcompile.graph_break()`"
-
-
-def mark(obj: Any, rule: str) -> None:
-    _RULES[id(obj)] = (obj, rule)
-
-
-def unmark(obj: Any) -> None:
-    _RULES.pop(id(obj), None)
-
-
-def rule_of(obj: Any) -> str | None:
-    entry = _RULES.get(id(obj))
-    if entry is not None and entry[0] is obj:
-        return entry[1]
-    if isinstance(obj, types.FunctionType):
-        if obj.__dict__.get("_xcompile_disable"):
-            return "disable"
-        if obj.__dict__.get("_torchdynamo_disable"):      # @torch.compiler.disable in model code
-            _skip_torch_disabled(obj)
-            return "disable"
-        if obj.__code__ in NONRECURSIVE_SKIPS:
-            return "skip"
-        if obj.__dict__.get("_dynamo_marked_constant"):  # assume_constant_result (ours or torch's)
-            return "constant"
-        if obj.__code__ is _TORCH_DISABLE_DYNAMO_CODE:   # @torch._disable_dynamo (Optimizer.zero_grad)
-            return "disable"
-    return None
-
-
-def torch_disabled(obj: Any) -> bool:
-    """A function torch runs with compilation off for all it calls (``torch._disable_dynamo``,
-    ``torch.compiler.disable`` with recursive=True)."""
-    if not isinstance(obj, types.FunctionType):
-        return False
-    if obj.__code__ is _TORCH_DISABLE_DYNAMO_CODE:
-        return True
-    return bool(obj.__dict__.get("_torchdynamo_disable")) and \
-        obj.__dict__.get("_torchdynamo_disable_recursive", True) is not False
-
-
-def _skip_torch_disabled(fn) -> None:
-    """The function under torch.compiler.disable runs eagerly at its graph break; its own frame
-    is then not compiled either (at the break, the frames it calls are not compiled either:
-    graph_break.py calls it through _C.untraced, unless torch marked it non-recursive)."""
-    orig = getattr(fn, "_torchdynamo_orig_callable", None)
-    code = getattr(getattr(orig, "__func__", orig), "__code__", None)
-    if isinstance(code, types.CodeType):
-        _C.set_code_state(code, SKIP)
-
-
-# The wrapper torch._disable_dynamo puts around torch's own functions (no torch._dynamo import).
-_TORCH_DISABLE_DYNAMO_CODE = torch._disable_dynamo(lambda: None).__code__
 
 
 @dataclass(eq=False)
@@ -162,7 +108,7 @@ def _name(obj: Any) -> str:
 # -- hooks called by the interpreter -------------------------------------------------------------------
 def wrap_special(tx: Tracer, obj: Any, source, covered: bool) -> Value | None:
     """A value for ``obj`` when it has a special meaning to the tracer, else None."""
-    entry = _RULES.get(id(obj))
+    entry = marks.entry_of(obj)
     if entry is not None and entry[0] is obj:
         if source is not None and not covered:
             tx.guards.identity(source, obj)
@@ -286,7 +232,7 @@ def _forbid(tx, obj, args, kwargs) -> Value:
 
 
 def _disable(tx, obj, args, kwargs) -> Value:
-    if getattr(obj, "__code__", None) is _TORCH_DISABLE_DYNAMO_CODE:
+    if getattr(obj, "__code__", None) is marks.TORCH_DISABLE_DYNAMO_CODE:
         raise Unsupported(f"Skip calling {_name(obj)}, which torch marks with torch._disable_dynamo",
                           "It runs eagerly; call it outside the compiled region to avoid the graph break.",
                           "torch excludes this function from compilation.")

@@ -1,0 +1,76 @@
+"""The registry of marked objects: which tracing rule applies to a callable (the table of rules
+is in ``tracing_rules.py``). ``xcompile.allow_in_graph``, ``disallow_in_graph``,
+``forbid_in_graph``, ``nonstrict_trace``, ``graph_break`` and the frame hooks mark objects here;
+``rule_of`` also reads the marks torch and the ``disable`` decorators leave on functions."""
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+from .. import _C
+from ..code_states import NONRECURSIVE_SKIPS, SKIP
+
+# id(obj) -> (obj, rule); the object is kept alive by the entry.
+_RULES: dict[int, tuple[Any, str]] = {}
+
+
+def mark(obj: Any, rule: str) -> None:
+    _RULES[id(obj)] = (obj, rule)
+
+
+def unmark(obj: Any) -> None:
+    _RULES.pop(id(obj), None)
+
+
+def rule_of(obj: Any) -> str | None:
+    entry = _RULES.get(id(obj))
+    if entry is not None and entry[0] is obj:
+        return entry[1]
+    if isinstance(obj, types.FunctionType):
+        if obj.__dict__.get("_xcompile_disable"):
+            return "disable"
+        if obj.__dict__.get("_torchdynamo_disable"):      # @torch.compiler.disable in model code
+            _skip_torch_disabled(obj)
+            return "disable"
+        if obj.__code__ in NONRECURSIVE_SKIPS:
+            return "skip"
+        if obj.__dict__.get("_dynamo_marked_constant"):  # assume_constant_result (ours or torch's)
+            return "constant"
+        if obj.__code__ is TORCH_DISABLE_DYNAMO_CODE:   # @torch._disable_dynamo (Optimizer.zero_grad)
+            return "disable"
+    return None
+
+
+def torch_disabled(obj: Any) -> bool:
+    """A function torch runs with compilation off for all it calls (``torch._disable_dynamo``,
+    ``torch.compiler.disable`` with recursive=True)."""
+    if not isinstance(obj, types.FunctionType):
+        return False
+    if obj.__code__ is TORCH_DISABLE_DYNAMO_CODE:
+        return True
+    return bool(obj.__dict__.get("_torchdynamo_disable")) and \
+        obj.__dict__.get("_torchdynamo_disable_recursive", True) is not False
+
+
+def _skip_torch_disabled(fn) -> None:
+    """The function under torch.compiler.disable runs eagerly at its graph break; its own frame
+    is then not compiled either (at the break, the frames it calls are not compiled either:
+    graph_break.py calls it through _C.untraced, unless torch marked it non-recursive)."""
+    orig = getattr(fn, "_torchdynamo_orig_callable", None)
+    code = getattr(getattr(orig, "__func__", orig), "__code__", None)
+    if isinstance(code, types.CodeType):
+        _C.set_code_state(code, SKIP)
+
+
+# The wrapper torch._disable_dynamo puts around torch's own functions (no torch._dynamo import).
+TORCH_DISABLE_DYNAMO_CODE = torch._disable_dynamo(lambda: None).__code__
+
+
+
+
+def entry_of(obj: Any) -> tuple[Any, str] | None:
+    """The (object, rule) row under ``id(obj)`` (it may belong to a dead object whose id was
+    reused: compare the object)."""
+    return _RULES.get(id(obj))
