@@ -8,7 +8,7 @@ cache entry; a frame with graph breaks calls ``EffectPlan.apply`` from its runne
 from __future__ import annotations
 
 import collections
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal, NamedTuple
 
 import torch
 
@@ -17,6 +17,139 @@ if TYPE_CHECKING:
 
 
 _PLAIN_DICTS = (dict, collections.OrderedDict, collections.defaultdict)
+
+
+# -- the plan's format ---------------------------------------------------------------------------------
+# Value specs: how a value is found or rebuilt when the plan is applied. ``key`` is the id of the
+# traced value a built one came from: one value built in the frame is one object per apply,
+# however often it is stored (the runner of a graph break reuses them by that key). Each node is
+# a named tuple whose first field names its kind (the output spec's ``("out", i)`` nodes, from
+# frontend/capture.py, appear here too).
+class Slot(NamedTuple):
+    """``objects[slot]``: an object from outside the frame (an effect slot of the entry)."""
+    kind: Literal["slot"]
+    slot: int
+
+
+class Const(NamedTuple):
+    kind: Literal["const"]
+    value: Any
+
+
+class SeqOf(NamedTuple):
+    """A tuple, list or set (``kind``) built in the frame."""
+    kind: Literal["tuple", "list", "set"]
+    key: int
+    parts: list
+
+
+class NamedTupleOf(NamedTuple):
+    kind: Literal["namedtuple"]
+    key: int
+    cls: type
+    parts: list
+
+
+class DictOf(NamedTuple):
+    """A dict (``cls``: dict, OrderedDict, defaultdict with ``factory``'s value) built in the frame."""
+    kind: Literal["dict"]
+    key: int
+    keys: list
+    parts: list
+    cls: type
+    factory: Any                               # a value spec, or None
+
+
+class ObjectOf(NamedTuple):
+    """An object of a user class built in the frame: its attributes, and for a dict subclass its
+    storage ``(dict | OrderedDict, [keys], [value specs])``."""
+    kind: Literal["object"]
+    key: int
+    cls: type
+    attrs: dict
+    storage: tuple | None
+
+
+# Steps: the mutations of state from outside the frame, in order.
+class ListStep(NamedTuple):
+    """``target[:] = parts``."""
+    kind: Literal["list"]
+    target: Any
+    parts: list
+
+
+class ListTailStep(NamedTuple):
+    """A list the frame only appended to (never read): clear it first if ``cleared``, extend."""
+    kind: Literal["list_tail"]
+    target: Any
+    cleared: bool
+    tail: list
+
+
+class SetOpsStep(NamedTuple):
+    """A set from outside: its add/discard/clear calls, ``(op, value spec | None)``, in order."""
+    kind: Literal["set_ops"]
+    target: Any
+    ops: list
+
+
+class DictStep(NamedTuple):
+    """The dict's new contents, in order."""
+    kind: Literal["dict"]
+    target: Any
+    keys: list
+    parts: list
+
+
+class AttrsStep(NamedTuple):
+    """Attributes set (a spec) or deleted (None); through nn.Module's __setattr__ when ``is_module``."""
+    kind: Literal["attrs"]
+    target: Any
+    attrs: list
+    is_module: bool
+
+
+class GlobalStep(NamedTuple):
+    """``globals[name] = value`` (None: deleted)."""
+    kind: Literal["global"]
+    globals: dict
+    name: str
+    value: Any
+
+
+class CellStep(NamedTuple):
+    """A closure cell's new contents (None: emptied)."""
+    kind: Literal["cell"]
+    target: Any
+    value: Any
+
+
+def value_parts(spec) -> list:
+    """The value specs directly inside a value spec or a step (None entries left out)."""
+    kind = spec[0]
+    if kind in ("out", "slot", "const"):
+        return []
+    if isinstance(spec, (SeqOf, NamedTupleOf)):
+        return list(spec.parts)
+    if isinstance(spec, DictOf):
+        return [*spec.parts, *([spec.factory] if spec.factory is not None else [])]
+    if isinstance(spec, ObjectOf):
+        return [*spec.attrs.values(), *(spec.storage[2] if spec.storage is not None else [])]
+    if isinstance(spec, ListStep):
+        return [spec.target, *spec.parts]
+    if isinstance(spec, ListTailStep):
+        return [spec.target, *spec.tail]
+    if isinstance(spec, SetOpsStep):
+        return [spec.target, *(p for _, p in spec.ops if p is not None)]
+    if isinstance(spec, DictStep):
+        return [spec.target, *spec.parts]
+    if isinstance(spec, AttrsStep):
+        return [spec.target, *(p for _, p in spec.attrs if p is not None)]
+    if isinstance(spec, GlobalStep):
+        return [] if spec.value is None else [spec.value]
+    if isinstance(spec, CellStep):
+        return [spec.target, *([spec.value] if spec.value is not None else [])]
+    raise AssertionError(f"not an effect spec: {spec!r}")
 
 
 class EffectPlan:
@@ -49,32 +182,32 @@ class EffectPlan:
             if kind == "out":
                 return outputs[spec[1]]
             if kind == "slot":
-                return objects[spec[1]]
+                return objects[spec.slot]
             if kind == "const":
-                return spec[1]
-            key = spec[1]
+                return spec.value
+            key = spec.key
             if key in memo:
                 return memo[key]
-            if kind in ("tuple", "namedtuple"):
-                parts = [val(p) for p in spec[-1]]
-                r = tuple(parts) if kind == "tuple" else _make_namedtuple(spec[2], parts)
-            elif kind == "list":
+            if isinstance(spec, SeqOf) and kind == "tuple":
+                r = tuple(val(p) for p in spec.parts)
+            elif isinstance(spec, NamedTupleOf):
+                r = _make_namedtuple(spec.cls, [val(p) for p in spec.parts])
+            elif isinstance(spec, SeqOf) and kind == "list":
                 r = memo[key] = []
-                r.extend(val(p) for p in spec[2])
-            elif kind == "set":
+                r.extend(val(p) for p in spec.parts)
+            elif isinstance(spec, SeqOf):
                 r = memo[key] = set()
-                r.update(val(p) for p in spec[2])
-            elif kind == "dict":
-                cls, factory = spec[4], spec[5]
-                r = memo[key] = cls(val(factory)) if factory is not None else cls()
-                r.update(zip(spec[2], [val(p) for p in spec[3]]))
-            elif kind == "object":
-                storage = spec[4]
-                r = memo[key] = object.__new__(spec[2]) if storage is None else storage[0].__new__(spec[2])
+                r.update(val(p) for p in spec.parts)
+            elif isinstance(spec, DictOf):
+                r = memo[key] = spec.cls(val(spec.factory)) if spec.factory is not None else spec.cls()
+                r.update(zip(spec.keys, [val(p) for p in spec.parts]))
+            elif isinstance(spec, ObjectOf):
+                storage = spec.storage
+                r = memo[key] = object.__new__(spec.cls) if storage is None else storage[0].__new__(spec.cls)
                 if storage is not None:
                     for k, p in zip(storage[1], storage[2]):
                         storage[0].__setitem__(r, k, val(p))
-                for n, p in spec[3].items():
+                for n, p in spec.attrs.items():
                     object.__setattr__(r, n, val(p))
             else:  # pragma: no cover
                 raise AssertionError(kind)
@@ -82,19 +215,18 @@ class EffectPlan:
             return r
 
         for step in self.steps:
-            kind = step[0]
-            if kind == "list":
-                target = val(step[1])
-                target[:] = [val(p) for p in step[2]]
-            elif kind == "list_tail":
-                target = val(step[1])
-                tail = [val(p) for p in step[3]]
-                if step[2]:
+            if isinstance(step, ListStep):
+                target = val(step.target)
+                target[:] = [val(p) for p in step.parts]
+            elif isinstance(step, ListTailStep):
+                target = val(step.target)
+                tail = [val(p) for p in step.tail]
+                if step.cleared:
                     target.clear()
                 target.extend(tail)
-            elif kind == "dict":
-                target = val(step[1])
-                new = list(zip(step[2], [val(p) for p in step[3]]))
+            elif isinstance(step, DictStep):
+                target = val(step.target)
+                new = list(zip(step.keys, [val(p) for p in step.parts]))
                 if type(target) in _PLAIN_DICTS:
                     target.clear()
                     target.update(new)
@@ -103,35 +235,34 @@ class EffectPlan:
                     base.clear(target)            # while tracing; write the storage only
                     for k, x in new:
                         base.__setitem__(target, k, x)
-            elif kind == "set_ops":               # a set from outside: its add/discard/clear, in order
-                target = val(step[1])
-                for op, p in step[2]:
+            elif isinstance(step, SetOpsStep):    # a set from outside: its add/discard/clear, in order
+                target = val(step.target)
+                for op, p in step.ops:
                     if op == "clear":
                         target.clear()
                     elif op == "add":
                         target.add(val(p))
                     else:
                         target.discard(val(p))
-            elif kind == "attrs":                 # a user __setattr__ already ran while tracing
-                target = val(step[1])
-                cls = torch.nn.Module if step[3] else object
-                for name, p in step[2]:
+            elif isinstance(step, AttrsStep):     # a user __setattr__ already ran while tracing
+                target = val(step.target)
+                cls = torch.nn.Module if step.is_module else object
+                for name, p in step.attrs:
                     if p is None:
                         cls.__delattr__(target, name)
                     else:
                         cls.__setattr__(target, name, val(p))
-            elif kind == "global":
-                _, g, name, p = step
-                if p is None:
-                    g.pop(name, None)
+            elif isinstance(step, GlobalStep):
+                if step.value is None:
+                    step.globals.pop(step.name, None)
                 else:
-                    g[name] = val(p)
-            elif kind == "cell":
-                cell = val(step[1])
-                if step[2] is None:
+                    step.globals[step.name] = val(step.value)
+            elif isinstance(step, CellStep):
+                cell = val(step.target)
+                if step.value is None:
                     del cell.cell_contents
                 else:
-                    cell.cell_contents = val(step[2])
+                    cell.cell_contents = val(step.value)
         return None if self.result is None else val(self.result)
 
 
@@ -164,4 +295,4 @@ def with_side_effects(captured, compiled: Callable, n_inputs: int, guard=None) -
     return wrap_compiled(compiled, plan, n_inputs, guard), n_inputs + plan.n_objects
 
 
-__all__ = ["EffectPlan", "with_side_effects", "wrap_compiled"]
+__all__ = ["EffectPlan", "value_parts", "with_side_effects", "wrap_compiled"]

@@ -10,6 +10,7 @@ import types
 import torch
 
 from .. import _C
+from ..effects import value_parts
 from .break_log import BreakRecord
 from .calls import switch_grad_mode
 from .capture import BrokenFrame, CapturedGraph, Seq, out
@@ -22,38 +23,19 @@ from .values import ContextExitValue, GradModeValue, NullValue, Value, real_obje
 
 
 def _built_ids(steps) -> set[int]:
-    """Ids of the values an EffectPlan builds (side_effects.py spec format): the replacement code
-    takes those objects from the plan instead of building them a second time."""
+    """Ids of the values an EffectPlan builds (the spec format of effects.py): the replacement
+    code takes those objects from the plan instead of building them a second time."""
     ids: set[int] = set()
 
     def walk(spec) -> None:
-        if not isinstance(spec, tuple) or not spec:
-            return
-        kind = spec[0]
-        if kind in ("tuple", "list", "set"):
-            ids.add(spec[1])
-            for p in spec[2]:
-                walk(p)
-        elif kind == "namedtuple" or kind == "dict":
-            ids.add(spec[1])
-            for p in spec[3]:
-                walk(p)
-        elif kind == "object":
-            ids.add(spec[1])
-            for p in spec[3].values():
-                walk(p)
-            for p in (spec[4][2] if len(spec) > 4 and spec[4] is not None else ()):
-                walk(p)
+        key = getattr(spec, "key", None)
+        if key is not None:
+            ids.add(key)
+        for p in value_parts(spec):
+            walk(p)
 
     for step in steps:
-        kind = step[0]
-        parts = {"list": step[2] if kind == "list" else (), "dict": step[3] if kind == "dict" else (),
-                 "set_ops": [p for _, p in step[2]] if kind == "set_ops" else (),
-                 "attrs": [p for _, p in step[2]] if kind == "attrs" else (),
-                 "global": [step[3]] if kind == "global" else (), "cell": [step[2]] if kind == "cell" else ()}
-        for p in parts.get(kind, ()):
-            if p is not None:
-                walk(p)
+        walk(step)
     return ids
 
 

@@ -43,7 +43,22 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..effects import EffectPlan
+from ..effects import (
+    AttrsStep,
+    CellStep,
+    Const,
+    DictOf,
+    DictStep,
+    EffectPlan,
+    GlobalStep,
+    ListStep,
+    ListTailStep,
+    NamedTupleOf,
+    ObjectOf,
+    SeqOf,
+    SetOpsStep,
+    Slot,
+)
 from ..guards.sources import AttrSource, ItemSource, Source
 from .exc import Unsupported
 from .values import (
@@ -305,11 +320,7 @@ def _store_line(code: types.CodeType, name: str) -> str | None:
     return None
 
 
-# -- value specs (the same nesting as the output spec, plus rebuilt objects) ----------------------------
-#   ("out", i) | ("slot", k) | ("const", v) | ("tuple"/"list"/"set", id, [specs])
-#   | ("namedtuple", id, cls, [specs]) | ("dict", id, [keys], [specs]) | ("object", id, cls, {name: spec}, storage)
-#   (storage: None, or (dict | OrderedDict, [keys], [specs]) for a dict subclass made in the frame)
-# ``id`` makes one value built in the frame one object per apply, however often it is stored.
+# -- value specs and steps (their format: effects.py, Slot ... CellStep) --------------------------------
 
 class SpecBuilder:
     def __init__(self, tx: "Tracer", out: "OutputBuilder"):
@@ -317,45 +328,46 @@ class SpecBuilder:
         self.out = out
 
     def slot(self, src: Source) -> tuple:
-        return ("slot", self.out._passthrough(src).slot)
+        return Slot("slot", self.out._passthrough(src).slot)
 
     def where(self, where: Source | Any) -> tuple:
-        return self.slot(where) if isinstance(where, Source) else ("const", where)
+        return self.slot(where) if isinstance(where, Source) else Const("const", where)
 
     def target(self, t: _Target) -> tuple:
         if t.kind == "list":
             blind = t.value.blind
             if blind is not None:                      # never read: extend the real list
-                return ("list_tail", self.where(t.where), blind.cleared, [self.value(i) for i in blind.tail])
-            return ("list", self.where(t.where), [self.value(i) for i in t.value.items])
+                return ListTailStep("list_tail", self.where(t.where), blind.cleared,
+                                    [self.value(i) for i in blind.tail])
+            return ListStep("list", self.where(t.where), [self.value(i) for i in t.value.items])
         if t.kind == "set":
             ops = [(op, None if x is None else self.value(x)) for op, x in t.value.blind.ops]
-            return ("set_ops", self.where(t.where), ops)
+            return SetOpsStep("set_ops", self.where(t.where), ops)
         if t.kind == "dict":
             items = t.value.items
-            return ("dict", self.where(t.where), list(items), [self.value(i) for i in items.values()])
+            return DictStep("dict", self.where(t.where), list(items), [self.value(i) for i in items.values()])
         if t.kind == "attrs":                          # modules: nn.Module.__setattr__ routes the value
             is_module = isinstance(real_object(t.value), torch.nn.Module)
-            return ("attrs", self.where(t.where),
-                    [(n, None if v is DELETED else self.value(v)) for n, v in t.attrs.items()], is_module)
+            return AttrsStep("attrs", self.where(t.where),
+                             [(n, None if v is DELETED else self.value(v)) for n, v in t.attrs.items()], is_module)
         if t.kind == "global":
             v = t.value
-            return ("global", t.where, t.attrs["name"], None if v is DELETED else self.value(v))
+            return GlobalStep("global", t.where, t.attrs["name"], None if v is DELETED else self.value(v))
         if t.kind == "cell":
             c = t.value.contents
-            return ("cell", self.where(t.where), None if c is None else self.value(c))
+            return CellStep("cell", self.where(t.where), None if c is None else self.value(c))
         raise AssertionError(t.kind)
 
     def value(self, v: Any) -> tuple:
         if isinstance(v, LazyValue):                    # never looked at: the object as it was
-            return self.slot(v.source) if v.source is not None else ("const", v.obj)
+            return self.slot(v.source) if v.source is not None else Const("const", v.obj)
         v = self.tx.resolve(v)
         if isinstance(v, TensorValue):
             if v.source is not None and v.node.op in ("placeholder", "get_attr"):
                 return self.slot(v.source)              # the input object itself, not a copy
             return self.out.spec(v)
         if isinstance(v, ConstantValue):
-            return ("const", v.value)
+            return Const("const", v.value)
         if getattr(v, "sym", None) is not None:         # a captured scalar (scalars.py): a graph output
             return self.out.spec(v)
         if v.source is not None:
@@ -363,22 +375,22 @@ class SpecBuilder:
         if isinstance(v, TupleValue):
             parts = [self.value(i) for i in v.items]
             if v.cls is tuple:
-                return ("tuple", id(v), parts)
-            return ("namedtuple", id(v), v.cls, parts)
+                return SeqOf("tuple", id(v), parts)
+            return NamedTupleOf("namedtuple", id(v), v.cls, parts)
         if isinstance(v, ListValue):
-            return ("list", id(v), [self.value(i) for i in v.items])
+            return SeqOf("list", id(v), [self.value(i) for i in v.items])
         if isinstance(v, SetValue):
-            return ("set", id(v), [self.value(i) for i in v.items])
+            return SeqOf("set", id(v), [self.value(i) for i in v.items])
         if isinstance(v, DictValue):
             factory = None if v.default_factory is None else self.value(v.default_factory)
-            return ("dict", id(v), list(v.items), [self.value(i) for i in v.items.values()], v.cls, factory)
+            return DictOf("dict", id(v), list(v.items), [self.value(i) for i in v.items.values()], v.cls, factory)
         if isinstance(v, NewObjectValue):
             storage = None if v.storage is None else \
                 (v.storage.cls, list(v.storage.items), [self.value(i) for i in v.storage.items.values()])
-            return ("object", id(v), v.cls, {n: self.value(a) for n, a in v.attrs.items()}, storage)
+            return ObjectOf("object", id(v), v.cls, {n: self.value(a) for n, a in v.attrs.items()}, storage)
         obj = real_object(v)
         if obj is not None:
-            return ("const", obj)
+            return Const("const", obj)
         raise Unsupported(f"storing {v.describe()} into state that outlives the call",
                           "Store tensors, constants, containers of these, or objects from outside the frame.")
 
