@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from . import hub, marks
+from . import attrs, builtins_rules, hub, marks, tracing_rules
 from .exc import Unsupported
 from .values import BuiltinValue, ConstantValue, ModuleValue, PartialValue, Value
 
@@ -113,7 +113,6 @@ def pending_stop(tx: "Tracer") -> tuple[int, int] | None:
 
 
 def _install() -> None:
-    from . import attrs, builtins_rules, tracing_rules
     attrs.register_reader(HookHandleValue, handle_attr)
     builtins_rules.BUILTINS[_remove] = _remove
     tracing_rules.RULE_CALLS["frame_hook"] = _register(pre=False)

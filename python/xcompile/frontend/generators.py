@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from . import hub
+from . import attrs, hub
 from .exc import PythonError, Unsupported
 from .iteration import register_iterable
 from .values import (
@@ -297,7 +297,6 @@ def drain(tx: "Tracer", g: Value) -> list[Value]:
 
 def _register() -> None:
     """Attribute reads on generator values (``g.send``): a row of attrs.py's reader table."""
-    from . import attrs
     attrs.register_reader(GeneratorValue, generator_attr)
     attrs.register_reader(OutsideGeneratorValue, _outside_attr)
 

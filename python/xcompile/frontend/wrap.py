@@ -20,6 +20,7 @@ import torch
 from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, Source
 from . import hub, rules, tracing_rules
 from .exc import Unsupported
+from .side_effects import BlindList, BlindSet
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -91,14 +92,12 @@ def _list(tx, obj, source, covered) -> Value:
     # the type now; the length (contents are mutable: always) when the trace first reads the items
     if not covered:
         tx.guards.object_type(source, obj)
-    from .side_effects import BlindList
     return ListValue([], source=source, covered=covered, blind=BlindList(tx, obj, source))
 
 
 def _set(tx, obj, source, covered) -> Value:
     """A set from outside: only its type is guarded; writes are recorded blindly (BlindSet) and
     replayed after the graph; reading its contents is Unsupported (no guard on set contents)."""
-    from .side_effects import BlindSet
     if _needs_guard(source, covered):
         tx.guards.object_type(source, obj)
     return SetValue([], source=source, covered=covered, blind=BlindSet(obj, source))
