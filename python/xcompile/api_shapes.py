@@ -31,7 +31,7 @@ def _dims(t, index, who: str) -> set[int]:
 
 
 def _record(t, attr: str, dims: set[int]) -> None:
-    old = getattr(t, attr, set())
+    old: set[int] = getattr(t, attr, set())
     setattr(t, attr, set(old) | dims)
 
 

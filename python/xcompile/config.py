@@ -84,10 +84,10 @@ kernel_tile_transposes: bool = True
 triton_persistent_rnumel: int = 1024
 triton_rblock: int = 256
 
-_KNOBS = None
+_KNOBS: set[str] | None = None
 
 
-def _knobs() -> dict:
+def _knobs() -> set[str]:
     global _KNOBS
     if _KNOBS is None:
         mod = sys.modules[__name__]

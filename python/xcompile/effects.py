@@ -112,7 +112,7 @@ class AttrsStep(NamedTuple):
 class GlobalStep(NamedTuple):
     """``globals[name] = value`` (None: deleted)."""
     kind: Literal["global"]
-    globals: dict
+    globals: Any                               # the module's globals dict
     name: str
     value: Any
 

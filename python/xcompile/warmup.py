@@ -16,6 +16,7 @@ import importlib
 import signal
 import sys
 import threading
+import types
 
 _FRONTEND = ("xcompile.frontend.graph_break", "xcompile.guards.build", "xcompile.guards.lower",
              "sympy", "torch._subclasses.fake_tensor", "torch.fx.experimental.proxy_tensor",
@@ -56,7 +57,8 @@ def guarded():
 
 
 def _depth() -> int:
-    f, n = sys._getframe(), 0
+    f: types.FrameType | None = sys._getframe()
+    n = 0
     while f is not None:
         f, n = f.f_back, n + 1
     return n

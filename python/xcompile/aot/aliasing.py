@@ -75,7 +75,7 @@ def independent_examples(examples: list, state: list) -> list:
 
 def eager_for_aliased(eager: Callable, what: str) -> Callable:
     """The torch-level graph, run when written inputs share memory (logged the first time)."""
-    said = []
+    said: list[bool] = []
 
     def run(*inputs):
         if not said:

@@ -23,7 +23,6 @@ import types
 
 import torch
 
-from .. import config
 from ..bytecode.analysis import active_handlers, handler_kind
 from ..bytecode.instr import disassemble
 from . import (
@@ -100,9 +99,7 @@ def _whole(tracer: Tracer, result: Value) -> CapturedGraph:
 
 
 def _new_tracer(fs: FrameState, fullgraph: bool) -> Tracer:
-    tracer = Tracer(fs, fullgraph=fullgraph)
-    tracer.eogb_stack = [bool(config.error_on_graph_break)]
-    return tracer
+    return Tracer(fs, fullgraph=fullgraph)
 
 
 def capture(fs: FrameState, *, fullgraph: bool = False) -> WholeFrame | BrokenFrame | EagerFrame:

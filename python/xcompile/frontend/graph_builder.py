@@ -282,7 +282,7 @@ class GraphBuilder:
         self.graph.call_function(target, args)
 
     # -- result ---------------------------------------------------------------------------------
-    def finish(self, outputs: list[TensorValue]) -> torch.fx.GraphModule:
+    def finish(self, outputs: list) -> torch.fx.GraphModule:   # TensorValue | SymScalarValue
         self.graph.output(tuple(v.node for v in outputs))
         gm = torch.fx.GraphModule(self.root, self.graph)
         gm.graph.lint()

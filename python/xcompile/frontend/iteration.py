@@ -93,8 +93,8 @@ def length_of(tx: "Tracer", v: Value) -> int:
         ok, c = hub.as_constant(n)
         if ok and isinstance(c, int):
             return c
-    elif dict_storage(v) is not v:
-        return len(dict_storage(v).items)
+    elif isinstance(storage := dict_storage(v), DictValue) and storage is not v:
+        return len(storage.items)
     raise Unsupported(f"len() of {v.describe()}")
 
 

@@ -39,7 +39,7 @@ class OutputBuilder:
 
     def __init__(self, tx: "Tracer"):
         self.tx = tx
-        self.outputs: list[TensorValue] = []
+        self.outputs: list[TensorValue | SymScalarValue] = []
         self._index: dict[torch.fx.Node, int] = {}
         self.passthrough: list[Source] = []
         self.effects = tx.side_effects.build(tx, self)     # CapturedGraph.side_effects

@@ -42,6 +42,12 @@ _INPLACE = {operator.iadd: operator.add, operator.imul: operator.mul, operator.i
             operator.ilshift: operator.lshift, operator.irshift: operator.rshift}
 
 
+def _fold_bool(fn: Callable, *args: Any) -> bool:
+    r = fold(fn, *args)
+    assert isinstance(r, ConstantValue)
+    return bool(r.value)
+
+
 def fold(fn: Callable, *args: Any, what: str = "") -> Value:
     """Run ``fn`` on Python constants at trace time."""
     try:
@@ -279,7 +285,7 @@ def contains(tx: "Tracer", item: Value, container: Value) -> bool:
     if isinstance(container, ConstantValue):
         ok, k = as_constant(item)
         if ok:
-            return fold(operator.contains, container.value, k).value
+            return _fold_bool(operator.contains, container.value, k)
     if isinstance(container, ModuleValue) and isinstance(container.module, torch.nn.ModuleDict):
         ok, k = as_constant(item)
         if ok:

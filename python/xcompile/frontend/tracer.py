@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import config
 from ..bytecode.instructions import Instr, decode
 from ..guards.build import GuardBuilder
 from ..guards.sources import AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
@@ -172,6 +173,8 @@ class Tracer:
         self.inference_mode = torch.is_inference_mode_enabled()
         self.depth = 0
         self._decoded: dict[types.CodeType, list[Instr]] = {}
+        # error_on_graph_break flags, innermost last (tracing_rules.py pushes and pops them)
+        self.eogb_stack: list[bool] = [bool(config.error_on_graph_break)]
         self.side_effects = SideEffects()               # changes to state from outside the frame
         self.handled_exception: Value | None = None     # what `except` is handling (sys.exc_info)
         self._cells: dict[int, tuple[Any, CellValue]] = {}   # id(real cell) -> (cell, its value)

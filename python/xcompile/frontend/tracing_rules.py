@@ -37,7 +37,7 @@ import torch
 import torch.utils._pytree as pytree
 import torch.utils.checkpoint
 
-from .. import _C, config
+from .. import _C
 from ..guards.sources import AttrSource
 from . import hub, marks, rules
 from .calls import register_caller, register_context_value
@@ -324,10 +324,7 @@ _CONTEXT_METHODS: set = set()
 
 # -- error_on_graph_break while tracing --------------------------------------------------------------------
 def eogb_stack(tx: Tracer) -> list[bool]:
-    stack = getattr(tx, "eogb_stack", None)
-    if stack is None:
-        stack = tx.eogb_stack = [bool(config.error_on_graph_break)]
-    return stack
+    return tx.eogb_stack
 
 
 def error_on_graph_break_now(tx: Tracer) -> bool:

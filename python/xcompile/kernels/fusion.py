@@ -106,7 +106,7 @@ class Fusion:
 
     # -- step 1: inlining ---------------------------------------------------------------------------
     def external_uses(self) -> set[str]:
-        ext = set()
+        ext: set[str] = set()
         refs = [o for o in self.g.outputs if isinstance(o, TensorRef)]
         refs += [r for _, r in self.g.mutations]
         for n in self.g.nodes:
