@@ -2,6 +2,15 @@
 from __future__ import annotations
 
 import traceback
+from typing import Any, Callable
+
+# How a real exception object becomes a symbolic value: values.py (which sits above this module)
+# registers UserObjectValue here.
+_EXCEPTION_VALUE: list[Callable[[BaseException], Any]] = []
+
+
+def register_exception_value(make: Callable[[BaseException], Any]) -> None:
+    _EXCEPTION_VALUE[:] = [make]
 
 
 class Unsupported(Exception):
@@ -56,8 +65,7 @@ class PythonError(Unsupported):
     @classmethod
     def of(cls, exc: BaseException, hint: str | None = None) -> "PythonError":
         """From a real exception object (raised by a constant operation at trace time)."""
-        from .values import UserObjectValue
-        return cls(UserObjectValue(exc), hint)
+        return cls(_EXCEPTION_VALUE[0](exc), hint)
 
 
 class TorchRuntimeError(RuntimeError):

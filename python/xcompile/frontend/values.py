@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from ..guards.sources import Source
+from .exc import Unsupported, register_exception_value
 
 # Python values that are immutable and foldable: a ConstantValue may hold these (and tuples,
 # frozensets, slices of them).
@@ -153,7 +154,6 @@ ListValue.items = property(_list_items, _set_list_items)      # type: ignore[ass
 def _set_items(self: "SetValue") -> list[Value]:
     blind = self.__dict__.get("blind")
     if blind is not None:
-        from .exc import Unsupported
         raise Unsupported(f"reading the contents of a set from outside the frame ({blind.where()})",
                           "Adding to and discarding from such a set is supported; reading it (`in`, len, "
                           "iteration) needs a guard on its contents, which xcompile does not have. Keep "
@@ -568,3 +568,6 @@ def register_real_object_field(value_cls: type, field_name: str) -> None:
 
 
 SetValue.items = property(_set_items, _set_set_items)      # type: ignore[assignment]
+
+
+register_exception_value(UserObjectValue)
