@@ -160,7 +160,9 @@ def test_output_view_of_output_shares_storage(fn, make):
             assert g.shape == w.shape and g.dtype == w.dtype
             assert [s for s, n in zip(g.stride(), g.shape) if n > 1] == \
                 [s for s, n in zip(w.stride(), w.shape) if n > 1]
-            torch.testing.assert_close(g, w)
+            # (a float32 sum of a convolution's outputs may cancel down to ~0.5: 1e-5 apart
+            # from eager's in about one run in six at the default tolerance)
+            torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-4)
 
 
 def test_layouts_equal_up_to_size1_strides():

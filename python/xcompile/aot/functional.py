@@ -48,7 +48,7 @@ def from_functional(t):
 
 def has_data_mutation(t: torch.Tensor) -> bool:
     torch._sync(t)
-    return bool(torch._functionalize_has_data_mutation(t))
+    return bool(torch._functionalize_has_data_mutation(t))  # type: ignore[attr-defined]  # private binding
 
 
 def has_metadata_mutation(t: torch.Tensor) -> bool:

@@ -119,7 +119,7 @@ def _returns_detached_input(aten_gm: torch.fx.GraphModule, primals: list) -> boo
 
 
 def _leaves(args) -> list:
-    out = []
+    out: list = []
     torch.fx.node.map_arg(args, out.append)
     return out
 

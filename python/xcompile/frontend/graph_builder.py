@@ -182,8 +182,8 @@ class GraphBuilder:
             kind = list if isinstance(v, ListValue) else tuple
             return kind(p for p, _ in pairs), kind(f for _, f in pairs)
         if isinstance(v, DictValue):
-            pairs = {k: self.unpack(i) for k, i in v.items.items()}
-            return {k: p for k, (p, _) in pairs.items()}, {k: f for k, (_, f) in pairs.items()}
+            by_key = {k: self.unpack(i) for k, i in v.items.items()}
+            return {k: p for k, (p, _) in by_key.items()}, {k: f for k, (_, f) in by_key.items()}
         raise Unsupported(f"passing {v.describe()} to a torch operator",
                           "Only tensors, Python constants and containers of these can be graph arguments.")
 

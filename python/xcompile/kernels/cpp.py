@@ -103,13 +103,13 @@ class CppKernelWriter:
     def value_line(self, text: str, defines: str | None, expr: str) -> None:
         """A statement computing ``expr`` (into ``defines``): recorded with the loop variables
         it depends on (loop variables named in ``expr``, and those of the values it reads)."""
-        deps = set()
+        found: set[str] = set()
         for ident in IDENT.findall(expr):
             if ident in self.deps:
-                deps |= self.deps[ident]
+                found |= self.deps[ident]
             elif ident in self.loop_vars:
-                deps.add(ident)
-        deps = frozenset(deps)
+                found.add(ident)
+        deps = frozenset(found)
         if defines is not None:
             self.deps[defines] = deps
         self.block.append(Line(text, deps))
@@ -173,8 +173,8 @@ class CppKernelWriter:
             # every copy must see the same bits, so no libmvec vector variants here
             body = [_scalar_calls(ln) for ln in body]
         work = nest.xnumel * max(nest.rnumel, 1)
-        parallel = (work >= config.cpp_parallel_threshold and nest.xsizes and
-                    nest.xsizes[0] >= 2)
+        parallel = bool(work >= config.cpp_parallel_threshold and nest.xsizes and
+                        nest.xsizes[0] >= 2)
         code = self.wrap_x_loops(body, parallel, simd_inner=not g.is_reduction)
         return self.signature(code)
 

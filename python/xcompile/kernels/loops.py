@@ -99,8 +99,9 @@ def plan_loops(group: Group, buffers, reorder: bool = True, merge: bool = True) 
         stores = [e for kind, name, e in acc if kind == "store"]
         if stores:
             coeffs = [_coeff(stores[0], v) for v in xv]
-            if all(c is not None for c in coeffs):
-                order = sorted(range(len(xv)), key=lambda i: -abs(coeffs[i]))
+            known = [c for c in coeffs if c is not None]
+            if len(known) == len(coeffs):
+                order = sorted(range(len(xv)), key=lambda i: -abs(known[i]))
                 nest.xvars = [xv[i] for i in order]
                 nest.xsizes = [group.xs[i] for i in order]
     if merge:
