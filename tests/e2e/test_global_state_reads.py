@@ -190,3 +190,29 @@ def test_a_python_torch_function_is_guarded_only_when_it_reads_state():
     finally:
         mha.set_fastpath_enabled(before)
         xcompile.reset()
+
+
+def test_compiling_under_cprofile_leaves_the_profiler_running():
+    import cProfile
+    import sys
+
+    def g(x):
+        m = torch.nn.functional._canonical_mask(mask=None, mask_name="m", other_type=None,
+                                                other_name="o", target_type=torch.float32)
+        return x + 1 if m is None else x
+
+    def after():
+        return 1
+
+    xcompile.reset()
+    pr = cProfile.Profile()
+    pr.enable()
+    try:
+        torch.testing.assert_close(xcompile.compile(g, backend="eager")(torch.zeros(2)), torch.ones(2))
+        assert sys.getprofile() is pr
+        after()
+    finally:
+        pr.disable()
+        xcompile.reset()
+    pr.create_stats()
+    assert any(k[2] == "after" for k in pr.stats)

@@ -97,9 +97,14 @@ def _is_state_getter(fn: Any) -> bool:
 @contextlib.contextmanager
 def watching() -> Iterator[list[bool]]:
     """While the body runs, note whether Python code of torch read global state. Yields a
-    one-element list that holds the answer when the body is done."""
+    one-element list that holds the answer when the body is done. Under a profiler already
+    running (cProfile sets its own hook, which a Python-level one would replace and could not
+    hand back) nothing is watched and the answer is True: a guard too many, never one too few."""
     seen = [False]
-    previous = sys.getprofile()
+    if sys.getprofile() is not None:
+        seen[0] = True
+        yield seen
+        return
 
     def profile(frame, event, arg):
         if not seen[0]:
@@ -107,14 +112,12 @@ def watching() -> Iterator[list[bool]]:
                 seen[0] = True
             elif event == "c_call" and _is_state_getter(arg):
                 seen[0] = True
-        if previous is not None:
-            previous(frame, event, arg)
 
     sys.setprofile(profile)
     try:
         yield seen
     finally:
-        sys.setprofile(previous)
+        sys.setprofile(None)
 
 
 def constant_args(args, kwargs) -> bool:
