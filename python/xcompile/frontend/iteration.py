@@ -57,7 +57,8 @@ def register_iterable(value_cls: type, items: Callable | None = None, length: Ca
         _LENGTH[value_cls] = length
 
 
-def _row(table: dict, v: Value):
+def row_of(table: dict, v: Value):
+    """The row of a per-value-class table for ``v``, looked up along its class MRO (or None)."""
     for cls in type(v).__mro__:
         fn = table.get(cls)
         if fn is not None:
@@ -67,7 +68,7 @@ def _row(table: dict, v: Value):
 
 def items_of(tx: "Tracer", v: Value) -> list[Value]:
     """The values that ``iter(v)`` would produce, all resolved."""
-    row = _row(_ITEMS, v)
+    row = row_of(_ITEMS, v)
     if row is not None:
         return row(tx, v)
     it = hub.call_dunder(tx, v, "__iter__", [])            # user classes: __iter__ (often a generator)
@@ -85,7 +86,7 @@ def get_iter(tx: "Tracer", v: Value) -> Value:
 
 
 def length_of(tx: "Tracer", v: Value) -> int:
-    row = _row(_LENGTH, v)
+    row = row_of(_LENGTH, v)
     if row is not None:
         return row(tx, v)
     n = hub.call_dunder(tx, v, "__len__", [])

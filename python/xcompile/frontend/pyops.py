@@ -11,7 +11,7 @@ import torch
 
 from . import hub, scalars
 from .exc import PythonError, Unsupported
-from .iteration import items_of
+from .iteration import items_of, row_of
 from .scalars import is_sym
 from .values import (
     ConstantValue,
@@ -214,16 +214,8 @@ def register_value_kind(value_cls: type, *, truth: Callable | None = None, getit
         _GETITEM[value_cls] = getitem
 
 
-def _row(table: dict, v: Value):
-    for cls in type(v).__mro__:
-        fn = table.get(cls)
-        if fn is not None:
-            return fn
-    return None
-
-
 def truth(tx: "Tracer", v: Value) -> bool:
-    row = _row(_TRUTH, v)
+    row = row_of(_TRUTH, v)
     if row is not None:
         return row(tx, v)
     for name in ("__bool__", "__len__"):                  # user classes: Python's protocol
@@ -312,7 +304,7 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
     if r is not hub.NOT_DEFINED:
         return r
     storage = dict_storage(container)
-    row = _row(_GETITEM, storage)
+    row = row_of(_GETITEM, storage)
     if row is None:
         raise Unsupported(f"subscript of {storage.describe()}")
     return row(tx, storage, key, container)
