@@ -92,53 +92,130 @@ def note_mutation(tx: "Tracer", v: Value) -> None:
         tx.side_effects.mutated(v)
 
 
+# ``a <op> b``: rules tried in order; the first that answers (returns a Value) gives the result.
+# Each rule names the kinds it serves; the order is Python's: user dunders first, then sets,
+# tensors, captured scalars, and the structural rules for constants and containers.
+BinaryRule = Callable[["Tracer", Callable, Value, Value], "Value | None"]
+_BINARY_RULES: list[tuple[str, BinaryRule]] = []
+
+
+def register_binary_rule(name: str, rule: BinaryRule, *, before: str | None = None) -> None:
+    """Add a row to the binary-operator table, at the end or before the rule named ``before``."""
+    if any(n == name for n, _ in _BINARY_RULES):
+        raise ValueError(f"binary rule {name!r} is already registered")
+    at = len(_BINARY_RULES) if before is None else [n for n, _ in _BINARY_RULES].index(before)
+    _BINARY_RULES.insert(at, (name, rule))
+
+
 def binary_op(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value:
-    r = hub.user_binary_op(tx, op, a, b)                      # __add__ / __radd__ ... of user classes
-    if r is not hub.NOT_DEFINED:
-        return r
-    if isinstance(a, SetValue) or isinstance(b, SetValue):
-        r = hub.set_binary_op(tx, op, a, b)
+    for _name, rule in _BINARY_RULES:
+        r = rule(tx, op, a, b)
         if r is not None:
             return r
+    raise Unsupported(f"operator {getattr(op, '__name__', op)} on {a.describe()} and {b.describe()}")
+
+
+def _user_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
+    r = hub.user_binary_op(tx, op, a, b)                  # __add__ / __radd__ ... of user classes
+    return None if r is hub.NOT_DEFINED else r
+
+
+def _set_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
+    if isinstance(a, SetValue) or isinstance(b, SetValue):
+        return hub.set_binary_op(tx, op, a, b)
+    return None
+
+
+def _tensor_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
     if isinstance(a, TensorValue) or isinstance(b, TensorValue):
         if op in _INPLACE and not isinstance(a, TensorValue):
             op = _INPLACE[op]           # `n = 0; n += t`: an int has no __iadd__, so `n + t`
         return tx.gb.call("call_function", op, (a, b))
+    return None
+
+
+def _sym_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
     if is_sym(a) or is_sym(b):                            # captured scalars (Tensor.item())
         return scalars.binary(tx, op, a, b)
-    ca, va = as_constant(a)
-    cb, vb = as_constant(b)
+    return None
+
+
+def _list_extend_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
     if isinstance(a, ListValue) and op is operator.iadd:
         note_mutation(tx, a)
         a.items.extend(items_of(tx, b))
         return a
-    if ca and cb and not isinstance(a, ListValue) and not isinstance(b, ListValue):
-        return fold(op, va, vb)
-    base = _INPLACE.get(op, op)
-    if base is operator.add:
-        ia, ib = _seq_items(a), _seq_items(b)
-        if ia is not None and ib is not None:
-            if isinstance(a, ListValue) and isinstance(b, ListValue):
-                return ListValue(ia + ib)
-            if not isinstance(a, ListValue) and not isinstance(b, ListValue):
-                return TupleValue(ia + ib)
-    if base is operator.mul:
-        seq, n = (a, b) if isinstance(b, ConstantValue) else (b, a)
-        items = _seq_items(seq)
-        if items is not None and isinstance(n, ConstantValue) and isinstance(n.value, int):
-            return ListValue(items * n.value) if isinstance(seq, ListValue) else TupleValue(items * n.value)
-    if ca and cb and op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
-        return fold(op, va, vb)
-    if op in (operator.eq, operator.ne) and (isinstance(dict_storage(a), DictValue) or
-                                             isinstance(dict_storage(b), DictValue)):
-        eq = _dict_eq(dict_storage(a), dict_storage(b))
-        if eq is not None:
-            return ConstantValue(eq if op is operator.eq else not eq)
-    if op in (operator.eq, operator.ne):
-        same = _same_object(a, b)
-        if same is not None:
-            return ConstantValue(same if op is operator.eq else not same)
-    raise Unsupported(f"operator {getattr(op, '__name__', op)} on {a.describe()} and {b.describe()}")
+    return None
+
+
+def _fold_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
+    """Constants (and tuples of constants) fold; lists are left to the rules below, which keep
+    ``[x] + [y]`` a new list of the same values."""
+    if isinstance(a, ListValue) or isinstance(b, ListValue):
+        return None
+    ca, va = as_constant(a)
+    cb, vb = as_constant(b)
+    return fold(op, va, vb) if ca and cb else None
+
+
+def _concat_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
+    if _INPLACE.get(op, op) is not operator.add:
+        return None
+    ia, ib = _seq_items(a), _seq_items(b)
+    if ia is None or ib is None:
+        return None
+    if isinstance(a, ListValue) and isinstance(b, ListValue):
+        return ListValue(ia + ib)
+    if not isinstance(a, ListValue) and not isinstance(b, ListValue):
+        return TupleValue(ia + ib)
+    return None
+
+
+def _repeat_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
+    if _INPLACE.get(op, op) is not operator.mul:
+        return None
+    seq, n = (a, b) if isinstance(b, ConstantValue) else (b, a)
+    items = _seq_items(seq)
+    if items is not None and isinstance(n, ConstantValue) and isinstance(n.value, int):
+        return ListValue(items * n.value) if isinstance(seq, ListValue) else TupleValue(items * n.value)
+    return None
+
+
+_COMPARISONS = (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge)
+
+
+def _compare_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
+    """Comparisons of constant containers, lists included."""
+    if op not in _COMPARISONS:
+        return None
+    ca, va = as_constant(a)
+    cb, vb = as_constant(b)
+    return fold(op, va, vb) if ca and cb else None
+
+
+def _dict_eq_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
+    if op not in (operator.eq, operator.ne):
+        return None
+    da, db = dict_storage(a), dict_storage(b)
+    if not (isinstance(da, DictValue) or isinstance(db, DictValue)):
+        return None
+    eq = _dict_eq(da, db)
+    return None if eq is None else ConstantValue(eq if op is operator.eq else not eq)
+
+
+def _identity_eq_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
+    if op not in (operator.eq, operator.ne):
+        return None
+    same = _same_object(a, b)
+    return None if same is None else ConstantValue(same if op is operator.eq else not same)
+
+
+for _rule_name, _rule in (("user", _user_rule), ("set", _set_rule), ("tensor", _tensor_rule),
+                          ("sym", _sym_rule), ("list_extend", _list_extend_rule),
+                          ("fold", _fold_rule), ("concat", _concat_rule),
+                          ("repeat", _repeat_rule), ("compare", _compare_rule),
+                          ("dict_eq", _dict_eq_rule), ("identity_eq", _identity_eq_rule)):
+    register_binary_rule(_rule_name, _rule)
 
 
 def _dict_eq(a: Value, b: Value) -> bool | None:
