@@ -20,7 +20,7 @@ from __future__ import annotations
 import dis
 import enum
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, cast
 
 from . import opcodes as op
 from .instr import ExnEntry, Instruction
@@ -46,7 +46,8 @@ class StackAnalysisError(ValueError):
 
 
 # opname -> arg -> (values popped, kinds pushed bottom first)
-_SPECIAL: dict[str, Callable[[int | None], tuple[int, Stack]]] = {
+# (``a`` is the instruction's ``arg``: an int for every entry that reads it)
+_SPECIAL: dict[str, Callable[[int], tuple[int, Stack]]] = {
     "PUSH_NULL": lambda a: (0, (NULL,)),
     "LOAD_GLOBAL": lambda a: (0, (NULL, V)) if a & 1 else (0, (V,)),
     # the CALL family consumes the NULL (or self) slot below the callable
@@ -72,7 +73,7 @@ def pops_pushes(ins: Instruction, jump: bool) -> tuple[int, Stack]:
     """Values popped and kinds pushed when ``ins`` falls through (``jump=False``) or jumps."""
     special = _SPECIAL.get(ins.opname)
     if special is not None:
-        return special(ins.arg)
+        return special(cast(int, ins.arg))  # None for PUSH_NULL & co., which ignore it
     arg = ins.arg if op.has_arg(ins.opname) else None
     net = dis.stack_effect(ins.opcode, arg, jump=jump)
     return max(0, -net), (V,) * max(0, net)
@@ -81,8 +82,10 @@ def pops_pushes(ins: Instruction, jump: bool) -> tuple[int, Stack]:
 def _apply(ins: Instruction, stack: Stack, jump: bool) -> Stack:
     name = ins.opname
     if name == "COPY":
+        assert ins.arg is not None
         return stack + (stack[-ins.arg],)
     if name == "SWAP":
+        assert ins.arg is not None
         s = list(stack)
         s[-1], s[-ins.arg] = s[-ins.arg], s[-1]
         return tuple(s)

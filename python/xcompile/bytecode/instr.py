@@ -161,14 +161,16 @@ def disassemble(code: types.CodeType) -> list[Instruction]:
         arg = ext | co[i + 1] if opc >= op.HAVE_ARGUMENT else None
         kind = op.ARG_KIND[opc]
         argval: Any = arg
-        if kind is op.CONST:
-            argval = consts[arg]
-        elif kind is op.NAME:
-            argval = names[arg >> shifts.get(name, 0)]
-        elif kind is op.LOCAL:
-            argval = localsplus[arg]
-        elif kind is op.COMPARE:
-            argval = dis.cmp_op[arg >> op.FACTS.compare_shift]
+        if kind is not None:
+            assert arg is not None  # ARG_KIND names a kind only for opcodes >= HAVE_ARGUMENT
+            if kind is op.CONST:
+                argval = consts[arg]
+            elif kind is op.NAME:
+                argval = names[arg >> shifts.get(name, 0)]
+            elif kind is op.LOCAL:
+                argval = localsplus[arg]
+            elif kind is op.COMPARE:
+                argval = dis.cmp_op[arg >> op.FACTS.compare_shift]
         start = i if prefix < 0 else prefix
         pos = positions[i // 2]
         ins = Instruction(name, opc, arg, argval, None,

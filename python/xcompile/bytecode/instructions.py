@@ -16,7 +16,7 @@ from __future__ import annotations
 import dis
 import types
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from .versions import VersionFacts, facts_for
 
@@ -33,6 +33,12 @@ class Instr:
     target: int | None
     push_null: bool
     lineno: int | None
+
+    @property
+    def oparg(self) -> int:
+        """``arg`` for an opcode that has one (what a handler that reads it relies on)."""
+        assert self.arg is not None, f"{self.opname} has no argument"
+        return self.arg
 
     def __str__(self) -> str:
         tgt = f" -> {self.target}" if self.target is not None else ""
@@ -60,18 +66,19 @@ def decode(code: types.CodeType, facts: VersionFacts | None = None) -> list[Inst
         name = ins.opname
         argval = ins.argval
         push_null = False
+        # (the opcodes below all take an argument: ``ins.arg`` is an int)
         if name == "LOAD_GLOBAL":
-            push_null = bool(ins.arg & 1)
+            push_null = bool(cast(int, ins.arg) & 1)
         elif name == "LOAD_METHOD":
             push_null = True
         elif name == "LOAD_ATTR" and facts.load_attr_method_bit:
-            push_null = bool(ins.arg & 1)
+            push_null = bool(cast(int, ins.arg) & 1)
         elif name == "LOAD_SUPER_ATTR":
-            push_null = bool(ins.arg & 1)
+            push_null = bool(cast(int, ins.arg) & 1)
         elif name == "KW_NAMES" and facts.kw_names_from_consts:
-            argval = code.co_consts[ins.arg]
+            argval = code.co_consts[cast(int, ins.arg)]
         elif name == "CALL_INTRINSIC_1":
-            argval = facts.intrinsic_1[ins.arg]
+            argval = facts.intrinsic_1[cast(int, ins.arg)]
         name = facts.renames.get(name, name)
         target = None
         if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:

@@ -102,9 +102,10 @@ HAS_JABS = _names(dis.hasjabs)
 JUMPS = HAS_JREL | HAS_JABS
 BACKWARD_JUMPS = frozenset(n for n in JUMPS if "BACKWARD" in n)
 
-_cache_table = getattr(dis, "_inline_cache_entries", None)
-if _cache_table is None:  # pragma: no cover
-    _cache_table = _opcode._inline_cache_entries
+_found = getattr(dis, "_inline_cache_entries", None)
+if _found is None:  # pragma: no cover
+    _found = _opcode._inline_cache_entries  # type: ignore[attr-defined]  # private; typeshed omits it
+_cache_table: list[int] | dict[int, int] = _found
 
 
 def cache_entries(opname: str) -> int:
@@ -133,11 +134,12 @@ def has_arg(opname: str) -> bool:
 def _compare_args() -> dict[str, int]:
     """COMPARE_OP's full ``arg`` per operator, as this interpreter's compiler writes it
     (3.12 packs a result mask into the low four bits that the specialized forms rely on)."""
-    out = {}
+    out: dict[str, int] = {}
     for sym in dis.cmp_op:
         code = compile(f"a {sym} b", "<cmp>", "eval")
         for ins in dis.get_instructions(code):
             if ins.opname == "COMPARE_OP":
+                assert ins.arg is not None
                 out[sym] = ins.arg
     return out
 
