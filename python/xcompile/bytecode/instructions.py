@@ -40,6 +40,12 @@ class Instr:
         assert self.arg is not None, f"{self.opname} has no argument"
         return self.arg
 
+    @property
+    def jump_target(self) -> int:
+        """``target`` of a jump (or FOR_ITER / SEND); asserts it is there."""
+        assert self.target is not None, f"{self.opname} does not jump"
+        return self.target
+
     def __str__(self) -> str:
         tgt = f" -> {self.target}" if self.target is not None else ""
         return f"{self.index:4d} {self.opname} {self.argval!r}{tgt}"

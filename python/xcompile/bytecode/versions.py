@@ -15,6 +15,7 @@ from __future__ import annotations
 import operator
 import sys
 from dataclasses import dataclass, field
+from typing import Any, Callable
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ TABLE: dict[tuple[int, int], VersionFacts] = {
 }
 
 # BINARY_OP's argument (the same in 3.11 and 3.12): index -> (symbol, operator function).
-BINARY_OPS: tuple[tuple[str, object], ...] = (
+BINARY_OPS: tuple[tuple[str, Callable[..., Any]], ...] = (
     ("+", operator.add), ("&", operator.and_), ("//", operator.floordiv), ("<<", operator.lshift),
     ("@", operator.matmul), ("*", operator.mul), ("%", operator.mod), ("|", operator.or_),
     ("**", operator.pow), (">>", operator.rshift), ("-", operator.sub), ("/", operator.truediv),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import operator
+from typing import cast
 
 from ...bytecode.instructions import Instr
 from ...bytecode.versions import BINARY_OPS, COMPARE_OPS
@@ -9,13 +10,13 @@ from .. import hub
 from ..exc import PythonError, Unsupported
 from ..pyops import binary_op, contains, is_op, truth, unary_op
 from ..tracer import Frame, handler
-from ..values import ConstantValue, TupleValue
+from ..values import ConstantValue, ListValue, TupleValue
 
 
 @handler("BINARY_OP")
 def binary(f: Frame, inst: Instr) -> None:
     b, a = f.pop(), f.pop()
-    f.push(binary_op(f.tx, BINARY_OPS[inst.arg][1], a, b))
+    f.push(binary_op(f.tx, BINARY_OPS[inst.oparg][1], a, b))
 
 
 @handler("COMPARE_OP")
@@ -61,7 +62,7 @@ def call_intrinsic_1(f: Frame, inst: Instr) -> None:
     if inst.argval == "INTRINSIC_UNARY_POSITIVE":
         f.push(unary_op(f.tx, operator.pos, f.pop()))
     elif inst.argval == "INTRINSIC_LIST_TO_TUPLE":
-        f.push(TupleValue(list(f.pop().items)))
+        f.push(TupleValue(list(cast(ListValue, f.pop()).items)))
     elif inst.argval == "INTRINSIC_PRINT":
         raise Unsupported("call to builtin print")
     elif inst.argval == "INTRINSIC_STOPITERATION_ERROR":   # 3.12 generators: StopIteration -> RuntimeError

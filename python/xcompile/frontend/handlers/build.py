@@ -1,6 +1,8 @@
 """Opcode handlers: building containers, strings and slices; unpacking; subscripts."""
 from __future__ import annotations
 
+from typing import cast
+
 from ...bytecode.instructions import Instr
 from .. import hub
 from ..exc import PythonError, Unsupported
@@ -12,18 +14,18 @@ from ..values import ConstantValue, DictValue, ListValue, SetValue, TupleValue, 
 
 @handler("BUILD_TUPLE")
 def build_tuple(f: Frame, inst: Instr) -> None:
-    f.push(TupleValue(f.popn(inst.arg)))
+    f.push(TupleValue(f.popn(inst.oparg)))
 
 
 @handler("BUILD_LIST")
 def build_list(f: Frame, inst: Instr) -> None:
-    f.push(ListValue(f.popn(inst.arg)))
+    f.push(ListValue(f.popn(inst.oparg)))
 
 
 @handler("BUILD_SET")
 def build_set(f: Frame, inst: Instr) -> None:
     s = SetValue([])
-    for v in f.popn(inst.arg):
+    for v in f.popn(inst.oparg):
         set_add(s, v)
     f.push(s)
 
@@ -37,27 +39,27 @@ def _key(v: Value):
 
 @handler("BUILD_MAP")
 def build_map(f: Frame, inst: Instr) -> None:
-    flat = f.popn(2 * inst.arg)
+    flat = f.popn(2 * inst.oparg)
     f.push(DictValue({_key(flat[i]): flat[i + 1] for i in range(0, len(flat), 2)}))
 
 
 @handler("BUILD_CONST_KEY_MAP")
 def build_const_key_map(f: Frame, inst: Instr) -> None:
     keys = f.pop()
-    vals = f.popn(inst.arg)
+    vals = f.popn(inst.oparg)
     f.push(DictValue(dict(zip(_key(keys), vals))))
 
 
 @handler("BUILD_STRING")
 def build_string(f: Frame, inst: Instr) -> None:
-    parts = f.popn(inst.arg)
+    parts = cast(list[ConstantValue], f.popn(inst.oparg))   # constants and FORMAT_VALUE's results
     f.push(ConstantValue("".join(str(p.value) for p in parts)))
 
 
 @handler("FORMAT_VALUE")
 def format_value(f: Frame, inst: Instr) -> None:
     conv, has_spec = inst.argval
-    spec = f.pop().value if has_spec else ""
+    spec = cast(ConstantValue, f.pop()).value if has_spec else ""
     v = f.pop()
     ok, c = as_constant(v)
     if not ok:
@@ -70,7 +72,7 @@ def format_value(f: Frame, inst: Instr) -> None:
 
 @handler("BUILD_SLICE")
 def build_slice(f: Frame, inst: Instr) -> None:
-    parts = f.popn(inst.arg)
+    parts = f.popn(inst.oparg)
     vals = []
     for p in parts:
         ok, c = as_constant(p)
@@ -83,38 +85,38 @@ def build_slice(f: Frame, inst: Instr) -> None:
 @handler("LIST_APPEND")
 def list_append(f: Frame, inst: Instr) -> None:
     v = f.pop()
-    f.peek(inst.arg).items.append(v)
+    cast(ListValue, f.peek(inst.oparg)).items.append(v)
 
 
 @handler("LIST_EXTEND")
 def list_extend(f: Frame, inst: Instr) -> None:
     v = f.pop()
-    f.peek(inst.arg).items.extend(items_of(f.tx, v))
+    cast(ListValue, f.peek(inst.oparg)).items.extend(items_of(f.tx, v))
 
 
 @handler("SET_ADD")
 def set_add_op(f: Frame, inst: Instr) -> None:
     v = f.pop()
-    set_add(f.peek(inst.arg), v)
+    set_add(cast(SetValue, f.peek(inst.oparg)), v)
 
 
 @handler("SET_UPDATE")
 def set_update_op(f: Frame, inst: Instr) -> None:
     v = f.pop()
     for item in items_of(f.tx, v):
-        set_add(f.peek(inst.arg), item)
+        set_add(cast(SetValue, f.peek(inst.oparg)), item)
 
 
 @handler("MAP_ADD")
 def map_add(f: Frame, inst: Instr) -> None:
     v, k = f.pop(), f.pop()
-    f.peek(inst.arg).items[_key(k)] = v
+    cast(DictValue, f.peek(inst.oparg)).items[_key(k)] = v
 
 
 @handler("DICT_UPDATE", "DICT_MERGE")
 def dict_update(f: Frame, inst: Instr) -> None:
     other = hub.mapping_source(f.tx, f.tx.resolve(f.pop()))  # a dict subclass: its storage / keys()
-    target = f.peek(inst.arg)
+    target = cast(DictValue, f.peek(inst.oparg))
     if not isinstance(other, DictValue):
         raise Unsupported(f"** unpacking of {other.describe()}")
     if inst.opname == "DICT_MERGE":
@@ -126,14 +128,15 @@ def dict_update(f: Frame, inst: Instr) -> None:
 
 @handler("LIST_TO_TUPLE")
 def list_to_tuple(f: Frame, inst: Instr) -> None:
-    f.push(TupleValue(list(f.pop().items)))
+    f.push(TupleValue(list(cast(ListValue, f.pop()).items)))
 
 
 @handler("UNPACK_SEQUENCE")
 def unpack_sequence(f: Frame, inst: Instr) -> None:
     items = items_of(f.tx, f.pop())
-    if len(items) != inst.arg:
-        what = "too many values" if len(items) > inst.arg else f"not enough values (expected {inst.arg})"
+    n = inst.oparg
+    if len(items) != n:
+        what = "too many values" if len(items) > n else f"not enough values (expected {n})"
         raise PythonError.of(ValueError(f"{what} to unpack (got {len(items)})"))
     for v in reversed(items):
         f.push(v)
@@ -141,7 +144,7 @@ def unpack_sequence(f: Frame, inst: Instr) -> None:
 
 @handler("UNPACK_EX")
 def unpack_ex(f: Frame, inst: Instr) -> None:
-    before, after = inst.arg & 0xFF, inst.arg >> 8
+    before, after = inst.oparg & 0xFF, inst.oparg >> 8
     items = items_of(f.tx, f.pop())
     if len(items) < before + after:
         raise Unsupported(f"not enough values to unpack (expected at least {before + after})")

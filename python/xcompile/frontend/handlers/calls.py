@@ -1,6 +1,8 @@
 """Opcode handlers: calls and function creation."""
 from __future__ import annotations
 
+from typing import cast
+
 from ...bytecode.instructions import Instr
 from ..calls import call_value
 from ..exc import Unsupported
@@ -76,7 +78,7 @@ def kw_names(f: Frame, inst: Instr) -> None:
 
 @handler("CALL")
 def call(f: Frame, inst: Instr) -> None:
-    argc = inst.arg
+    argc = inst.oparg
     args = f.popn(argc)
     a, b = f.pop(), f.pop()                   # stack: [b, a, *args]
     if isinstance(b, NullValue):
@@ -94,7 +96,7 @@ def call(f: Frame, inst: Instr) -> None:
 
 @handler("CALL_FUNCTION_EX")
 def call_function_ex(f: Frame, inst: Instr) -> None:
-    kwargs_v = f.pop() if inst.arg & 1 else None
+    kwargs_v = f.pop() if inst.oparg & 1 else None
     args_v = f.pop()
     fn = f.pop()
     if f.stack and isinstance(f.peek(), NullValue):
@@ -110,14 +112,14 @@ def call_function_ex(f: Frame, inst: Instr) -> None:
 
 @handler("MAKE_FUNCTION")
 def make_function(f: Frame, inst: Instr) -> None:
-    flags = inst.arg
+    flags = inst.oparg
     code_v = f.pop()
     closure: tuple[CellValue, ...] = ()
     kwdefaults: dict[str, Value] = {}
     defaults: tuple[Value, ...] = ()
     if flags & 0x08:
         cells = f.pop()
-        closure = tuple(cells.items) if isinstance(cells, TupleValue) else ()
+        closure = tuple(cast(list[CellValue], cells.items)) if isinstance(cells, TupleValue) else ()  # LOAD_CLOSUREs
     if flags & 0x04:
         f.pop()                                 # annotations: unused
     if flags & 0x02:

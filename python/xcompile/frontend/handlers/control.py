@@ -34,19 +34,19 @@ def return_const(f: Frame, inst: Instr) -> None:
 
 @handler("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP")
 def jump(f: Frame, inst: Instr) -> None:
-    f.jump(inst.target)
+    f.jump(inst.jump_target)
 
 
 @handler("POP_JUMP_IF_FALSE")
 def pop_jump_if_false(f: Frame, inst: Instr) -> None:
     if not truth(f.tx, f.pop()):
-        f.jump(inst.target)
+        f.jump(inst.jump_target)
 
 
 @handler("POP_JUMP_IF_TRUE")
 def pop_jump_if_true(f: Frame, inst: Instr) -> None:
     if truth(f.tx, f.pop()):
-        f.jump(inst.target)
+        f.jump(inst.jump_target)
 
 
 def _is_none(v) -> bool:
@@ -56,19 +56,19 @@ def _is_none(v) -> bool:
 @handler("POP_JUMP_IF_NONE")
 def pop_jump_if_none(f: Frame, inst: Instr) -> None:
     if _is_none(f.pop()):
-        f.jump(inst.target)
+        f.jump(inst.jump_target)
 
 
 @handler("POP_JUMP_IF_NOT_NONE")
 def pop_jump_if_not_none(f: Frame, inst: Instr) -> None:
     if not _is_none(f.pop()):
-        f.jump(inst.target)
+        f.jump(inst.jump_target)
 
 
 @handler("JUMP_IF_FALSE_OR_POP")
 def jump_if_false_or_pop(f: Frame, inst: Instr) -> None:
     if not truth(f.tx, f.peek()):
-        f.jump(inst.target)
+        f.jump(inst.jump_target)
     else:
         f.pop()
 
@@ -76,7 +76,7 @@ def jump_if_false_or_pop(f: Frame, inst: Instr) -> None:
 @handler("JUMP_IF_TRUE_OR_POP")
 def jump_if_true_or_pop(f: Frame, inst: Instr) -> None:
     if truth(f.tx, f.peek()):
-        f.jump(inst.target)
+        f.jump(inst.jump_target)
     else:
         f.pop()
 
@@ -98,7 +98,7 @@ def for_iter(f: Frame, inst: Instr) -> None:
         f.push(item)
     else:
         f.pop()
-        f.jump(inst.target + 1 if _FACTS.for_iter_skips_end_for else inst.target)
+        f.jump(inst.jump_target + 1 if _FACTS.for_iter_skips_end_for else inst.jump_target)
 
 
 @handler("END_FOR")
@@ -163,7 +163,7 @@ def send(f: Frame, inst: Instr) -> None:
         f.pop()
     result = it.result if isinstance(it, GeneratorValue) else None
     f.push(result if result is not None else ConstantValue(None))   # the sub-iterator's return value
-    f.jump(inst.target)
+    f.jump(inst.jump_target)
 
 
 @handler("END_SEND")

@@ -27,12 +27,12 @@ def push_null(f: Frame, inst: Instr) -> None:
 
 @handler("COPY")
 def copy(f: Frame, inst: Instr) -> None:
-    f.push(f.peek(inst.arg))
+    f.push(f.peek(inst.oparg))
 
 
 @handler("SWAP")
 def swap(f: Frame, inst: Instr) -> None:
-    s, i = f.stack, inst.arg
+    s, i = f.stack, inst.oparg
     s[-1], s[-i] = s[-i], s[-1]
 
 
