@@ -153,6 +153,7 @@ def load_python_module(source: str, prefix: str = "triton"):
     mod = sys.modules.get(name)
     if mod is None:
         spec = importlib.util.spec_from_file_location(name, path)
+        assert spec is not None and spec.loader is not None   # a .py file path always has both
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod
         spec.loader.exec_module(mod)

@@ -18,6 +18,8 @@ and become ``get_attr`` constants, except:
 """
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.fx
 
@@ -94,7 +96,7 @@ def fold_constants(gm: torch.fx.GraphModule) -> int:
         fold.difference_update(big)
     if not frontier:
         return 0
-    values: dict[torch.fx.Node, object] = {}
+    values: dict[torch.fx.Node, Any] = {}     # tensors and the other values ops return
     needed = set(frontier)
     for n in reversed(gm.graph.nodes):      # only what the frontier reads is evaluated
         if n in needed:

@@ -44,8 +44,8 @@ def cconst(value, dtype: torch.dtype) -> str:
     if dtype == torch.bool:
         return "true" if value else "false"
     if not dtype.is_floating_point:
-        v = int(value)
-        return f"(({STORAGE_CTYPE[dtype]}){v}LL)" if v >= 0 else f"(({STORAGE_CTYPE[dtype]})({v}LL))"
+        i = int(value)
+        return f"(({STORAGE_CTYPE[dtype]}){i}LL)" if i >= 0 else f"(({STORAGE_CTYPE[dtype]})({i}LL))"
     v = float(value)
     if dtype in (torch.float16, torch.bfloat16):
         v = float(torch.tensor(v, dtype=dtype).item())

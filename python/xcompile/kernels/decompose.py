@@ -6,12 +6,15 @@ reductions the lowering table knows), then functionalizes if any op still mutate
 """
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence, cast
 
 import torch
 import torch.fx
 from torch._decomp import get_decompositions
 from torch.fx.experimental.proxy_tensor import make_fx
+
+if TYPE_CHECKING:
+    from torch._ops import OpOverload
 
 aten = torch.ops.aten
 
@@ -36,7 +39,8 @@ if hasattr(aten, "_fused_rms_norm"):
 if hasattr(aten, "rms_norm"):
     _DECOMPOSE.append(aten.rms_norm)
 
-DECOMPOSITIONS = get_decompositions(_DECOMPOSE)
+# (keyed by OpOverload: get_decompositions expands each packet into its overloads)
+DECOMPOSITIONS = cast("dict[OpOverload, Callable]", get_decompositions(_DECOMPOSE))
 
 
 def _softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:

@@ -175,6 +175,7 @@ class GraphLowering:
             out = self.pointwise(tv.dtype, tv.size, tv.loader, layout=layout)
         finally:
             self.current = saved
+        assert out.ref is not None              # pointwise's result is its buffer
         return out.ref
 
     def strides_of(self, tv: TV) -> tuple[int, ...] | None:
@@ -206,7 +207,8 @@ class GraphLowering:
         kernel run on our buffers' layouts.  ``relayout``: that run must succeed (the arguments
         are known to be laid out differently from the FX metadata)."""
         target = node.target
-        if getattr(target, "_schema", None) is not None and target._schema.is_mutable:
+        schema = getattr(target, "_schema", None)
+        if schema is not None and schema.is_mutable:
             raise LoweringError(f"in-place op {target} left after functionalization")
         args, kwargs = pytree.tree_map_only(TV, self.realize, (args, kwargs))
         self.extern_reads.update(r.name for r in pytree.tree_leaves((args, kwargs)) if isinstance(r, TensorRef))

@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, TypeAlias
 
 import sympy
 import torch
 
 from .index import index_var
 
-Expr = sympy.Expr
+Expr: TypeAlias = sympy.Expr
 
 
 # -- layouts and buffers ---------------------------------------------------------------------------
@@ -159,6 +159,7 @@ class LoopNode:
         if not self.is_reduction:
             ops.store(self.outputs[0], idx, self.body(ops, idx))
             return
+        assert self.reduction_type is not None   # is_reduction
         value = self.body(ops, idx, ridx)
         rindex = sympy.Integer(0)
         for r, n in zip(ridx, self.rranges):
@@ -191,6 +192,8 @@ class KernelGraph:
     mutations: list[tuple[int, TensorRef]]        # (input position, value to copy into it)
     device: torch.device = torch.device("cpu")
     fallbacks: list[str] = dataclasses.field(default_factory=list)
+    # buffer name -> tensor, constants the wrapper binds as globals (set by the lowering)
+    constants: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict, repr=False, compare=False)
 
     def producers(self) -> dict[str, Any]:
         out = {}

@@ -13,7 +13,7 @@ from .ir import ExternNode, KernelGraph, TensorRef
 
 @dataclasses.dataclass
 class Step:
-    item: object                                    # Group | ExternNode
+    item: Group | ExternNode
     allocs: list[tuple[str, str | None]]            # (buffer, buffer whose memory it takes, or None)
     frees: list[str]                                # buffers dead after this step
 

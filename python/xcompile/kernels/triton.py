@@ -445,10 +445,10 @@ class TritonKernelWriter:
                    f"def launch({', '.join(params)}):\n    {launch}\n")
         else:
             # returns None, or (check site, bad index); reading the flags waits for the kernel
-            n = len(self.checks)
+            nsites = len(self.checks)
             src = (f"@triton.jit\ndef kernel({sig}):\n{body}\n\n\n"
                    f"def launch({', '.join(params)}):\n"
-                   f"    xc_err = torch.zeros({2 * n}, dtype=torch.int64, device={params[0]}.device)\n"
+                   f"    xc_err = torch.zeros({2 * nsites}, dtype=torch.int64, device={params[0]}.device)\n"
                    f"    {launch}\n"
                    f"    if xc_err[0::2].any():\n"
                    f"        e = xc_err.tolist()\n"

@@ -33,7 +33,11 @@ class Kernel:
     bad_index: Callable | None = None
 
     def raise_error(self, code) -> None:
-        site, index = code if isinstance(code, tuple) else (code - 1, self.bad_index())
+        if isinstance(code, tuple):
+            site, index = code
+        else:
+            assert self.bad_index is not None       # a C++ kernel with checks has one
+            site, index = code - 1, self.bad_index()
         raise_index_error(self.checks, site, index)
 
 
@@ -132,14 +136,15 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
                      bound: dict[int, torch.Tensor]) -> tuple[str, dict]:
     g = _Globals()
     g.values.update(empty_strided=torch.empty_strided, as_strided=torch.as_strided)
-    params, prologue = [], []
+    params: list[str] = []
+    prologue: list[str] = []
     for i, name in enumerate(graph.inputs):
         pname = name or f"_unused{i}"
         if i in bound:
             g.values[pname] = bound[i]      # a global of the wrapper: no per-call work
         else:
             params.append(pname)
-    for name, t in getattr(graph, "constants", {}).items():
+    for name, t in graph.constants.items():
         g.values[name] = t
     device = None if graph.device.type == "cpu" else g.add(graph.device, "device")
     donors = {d for s in plan.steps for _, d in s.allocs if d}
