@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any, Sequence, cast
 
 import networkx as nx
 import torch
@@ -100,7 +101,7 @@ def _roles(joint: JointGraph) -> _Roles:
     graph = joint.gm.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     primals, tangents = placeholders[: joint.num_primals], placeholders[joint.num_primals:]
-    outs = list(graph.output_node().args[0])
+    outs = list(cast("Sequence[Any]", graph.output_node().args[0]))   # the output tuple
     fw_outs, grads = outs[: joint.num_fw_outs], outs[joint.num_fw_outs:]
     closure: set[torch.fx.Node] = set(tangents)
     for n in graph.nodes:
@@ -145,7 +146,7 @@ def _visible_unsaved_by_eager(r: _Roles) -> set[torch.fx.Node]:
                 read.add(a)
                 if not aliases_input(a) or not a.all_input_nodes:
                     break
-                a = a.args[0]
+                a = cast(torch.fx.Node, a.args[0])           # a view's base
     return {n for n in (*r.primals, *r.fw_outs) if isinstance(n, torch.fx.Node) and n not in read}
 
 
@@ -193,7 +194,7 @@ POLICIES = {"min_cut": min_cut_partition, "save_all": save_all_partition}
 # ----------------------------------------------------------------------------- extraction
 
 def _extract(joint_gm: torch.fx.GraphModule, inputs: list[torch.fx.Node],
-             outputs: list, keep: list[torch.fx.Node] = ()) -> torch.fx.GraphModule:
+             outputs: list, keep: Sequence[torch.fx.Node] = ()) -> torch.fx.GraphModule:
     """A new graph computing ``outputs`` from ``inputs`` (copying only the needed nodes, and
     the ``keep`` nodes even when nothing uses them)."""
     graph = torch.fx.Graph()
@@ -272,7 +273,7 @@ def _recompute_at_first_use(bw_gm: torch.fx.GraphModule, n_saved: int) -> None:
 
 def _root_placeholder(n: torch.fx.Node) -> torch.fx.Node:
     while aliases_input(n):
-        n = n.args[0]
+        n = cast(torch.fx.Node, n.args[0])               # a view's base
     return n
 
 
@@ -285,7 +286,7 @@ def _build(joint: JointGraph, r: _Roles, saved: list[torch.fx.Node], mutated_pri
     # (or a view of one) must keep the value the forward saw: save a copy of it instead.
     mutated = {r.primals[k].name for k in mutated_primals}
     fw_out_node = fw_gm.graph.output_node()
-    new_outs = list(fw_out_node.args[0])
+    new_outs = list(cast("Sequence[Any]", fw_out_node.args[0]))
     for i, n in enumerate(new_outs[joint.num_fw_outs:], start=joint.num_fw_outs):
         if _root_placeholder(n).op == "placeholder" and _root_placeholder(n).name in mutated:
             with fw_gm.graph.inserting_before(fw_out_node):

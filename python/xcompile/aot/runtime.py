@@ -14,7 +14,7 @@ Per call (``CompiledProgram.__call__``):
 from __future__ import annotations
 
 import operator
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -23,6 +23,10 @@ from ..log import log
 from .aliasing import eager_for_aliased, shares_storage
 from .saved_use import saved_needed
 from .schema import AotUnsupported, OutputKind, Schema
+
+if TYPE_CHECKING:
+    from .joint import JointGraph
+    from .partition import Partition
 
 _requires_grad = operator.attrgetter("requires_grad")
 _version = operator.attrgetter("_version")
@@ -35,6 +39,10 @@ DOUBLE_BACKWARD_ERROR = (
 
 class TrainingArtifact:
     """Compiled forward + (lazily) compiled backward of one joint graph."""
+
+    # what it was made from, kept for inspection (set by aot_compile)
+    partition: Partition | None = None
+    joint: JointGraph | None = None
 
     def __init__(self, schema: Schema, fw: Callable, bw_gm: torch.fx.GraphModule,
                  bw_compiler: Callable, grad_slots: list[int | None], num_saved: int):
@@ -224,7 +232,7 @@ class CompiledProgram:
         self.state = tuple(state)
         self._make_training = make_training
         self._make_inference = make_inference
-        self._training: dict[tuple, TrainingArtifact] = {}
+        self._training: dict[tuple, TrainingArtifact | object] = {}   # or _EAGER
         self._inference: Callable | None = None
         self._mutated = tuple(schema.mutated_inputs)
         self._restrided = tuple((m.index, m.size, m.stride, m.offset_delta) for m in schema.meta_changes)

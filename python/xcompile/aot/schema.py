@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import enum
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch._dispatch.python import enable_python_dispatcher
@@ -134,8 +135,9 @@ class Schema:
 
 def _view_info(out: torch.Tensor, base: torch.Tensor, kind: OutputKind, index: int,
                detach: bool = False) -> OutputInfo:
+    # (static fake tensors, no ShapeEnv: storage offsets are ints)
     return OutputInfo(kind, index, tuple(out.shape), tuple(out.stride()),
-                      out.storage_offset() - base.storage_offset(), base_stride=tuple(base.stride()),
+                      cast(int, out.storage_offset() - base.storage_offset()), base_stride=tuple(base.stride()),
                       detach=detach)
 
 
@@ -228,7 +230,7 @@ def _eager_input_views(schema: Schema, eouts, plain: list) -> None:
                 StorageWeakRef(e.untyped_storage()) != StorageWeakRef(base.untyped_storage()):
             continue
         schema.outputs[i] = dataclasses.replace(
-            info, stride=tuple(e.stride()), offset=e.storage_offset() - base.storage_offset(),
+            info, stride=tuple(e.stride()), offset=cast(int, e.storage_offset() - base.storage_offset()),
             base_stride=tuple(base.stride()))
 
 
@@ -265,7 +267,7 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
         if has_data_mutation(p):
             mutated.append(k)
     input_slot = {id(p): k for k, p in enumerate(fprimals)}
-    input_storage: dict = {}
+    input_storage: dict[StorageWeakRef, int] = {}
     for k, p in enumerate(fprimals):
         if isinstance(p, torch.Tensor):
             input_storage.setdefault(StorageWeakRef(p.untyped_storage()), k)
@@ -293,10 +295,10 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
                 info = dataclasses.replace(info, no_grad=True)
             infos[i] = info
             continue
-        k = input_storage.get(StorageWeakRef(o.untyped_storage()))
-        if k is not None and not o.requires_grad:
+        slot = input_storage.get(StorageWeakRef(o.untyped_storage()))
+        if slot is not None and not o.requires_grad:
             # ``x.detach()`` (and views of it) is no autograd view of x, yet shares its memory
-            infos[i] = _view_info(o, fprimals[k], OutputKind.INPUT_VIEW, k, detach=True)
+            infos[i] = _view_info(o, fprimals[slot], OutputKind.INPUT_VIEW, slot, detach=True)
             continue
         root = base if base is not None else o
         groups.setdefault(id(root), []).append(i)
@@ -320,10 +322,11 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
         if root is o or len(members) == 1:
             hidden_view = root is not o
             ng = _no_grad_view(o)
-            infos[i] = OutputInfo(OutputKind.PLAIN, add_fw_out(("out", i), o, False if ng else None),
-                                  deview=hidden_view, no_grad=ng)
+            plain_info = OutputInfo(OutputKind.PLAIN, add_fw_out(("out", i), o, False if ng else None),
+                                    deview=hidden_view, no_grad=ng)
+            infos[i] = plain_info
             if root is o:
-                base_slot[id(root)] = infos[i].index
+                base_slot[id(root)] = plain_info.index
     # then the hidden bases of groups of outputs that alias one another
     for key, members in groups.items():
         if len(members) < 2:

@@ -4,6 +4,8 @@ Each check raises ``AssertionError`` naming the node and the rule it breaks.
 """
 from __future__ import annotations
 
+from typing import Any, Sequence, cast
+
 import torch
 import torch.fx
 
@@ -25,7 +27,7 @@ def check_partition(part: Partition, num_primals: int, num_tangents: int) -> Non
     check_functional(part.bw_gm, "backward graph")
     fw_in = [n for n in part.fw_gm.graph.nodes if n.op == "placeholder"]
     bw_in = [n for n in part.bw_gm.graph.nodes if n.op == "placeholder"]
-    fw_out = part.fw_gm.graph.output_node().args[0]
+    fw_out = cast("Sequence[Any]", part.fw_gm.graph.output_node().args[0])   # the output tuple
     assert len(fw_in) == num_primals, "forward graph: one placeholder per primal"
     assert len(fw_out) == part.num_fw_outs + len(part.saved), "forward graph: fw outs then saved values"
     assert len(bw_in) == len(part.saved) + num_tangents, "backward graph: saved values then tangents"
