@@ -62,7 +62,7 @@ def _wrap(handler, state: _State):
         finally:
             torch._C._set_grad_enabled(grad)
 
-    run.__wrapped__ = handler
+    run.__wrapped__ = handler  # type: ignore[attr-defined]  # a plain function attribute
     return run
 
 

@@ -147,7 +147,9 @@ def object_attr(tx: "Tracer", v: Value, obj: Any, name: str, *, covered: bool,
     is_data_descr = raw is not MISSING and hasattr(type(raw), "__set__") or isinstance(raw, property)
     if is_data_descr:
         if isinstance(raw, property):
-            return bind_class_member(tx, v, cls, idx, raw, name, msrc)
+            got = bind_class_member(tx, v, cls, idx, raw, name, msrc)
+            assert got is not None                  # a property's getter result
+            return got
         return tx.wrap(getattr(obj, name), attr_source(src, name) if src else None, covered)
     d = instance_dict if instance_dict is not None else getattr(obj, "__dict__", {})
     if name in d:
@@ -170,7 +172,8 @@ def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
         # not detach(): .data shares the storage but has a version counter of its own, so a
         # write through it does not invalidate what autograd saved of the tensor (torch.compile
         # emits the same op)
-        return tx.gb.call("call_function", torch._C._autograd._get_data_attr, (v,), what="Tensor.data")
+        get_data = torch._C._autograd._get_data_attr  # type: ignore[attr-defined]  # not in torch's stubs
+        return tx.gb.call("call_function", get_data, (v,), what="Tensor.data")
     raw = inspect.getattr_static(torch.Tensor, name, MISSING)
     if raw is MISSING:
         raise _attr_error(v, name)

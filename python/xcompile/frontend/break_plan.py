@@ -142,9 +142,9 @@ class RunnerPlan:
             return lines, [below + ([cond] if keep else []) for keep in kind.keep_condition_on]
         nulls = tuple(p for p, v in enumerate(operands) if isinstance(v, NullValue))
         stub = stub_code(frame.code, kind.index, nulls, len(operands), kind.pushes)
-        fn = b.const(types.FunctionType(stub, self.tx.frame_state.f_globals), "stub")
-        args = [b.expr(v) for v in operands if not isinstance(v, NullValue)]
-        line = f"result = {fn}({', '.join(args)})"
+        stub_fn = b.const(types.FunctionType(stub, self.tx.frame_state.f_globals), "stub")
+        stub_args = [b.expr(v) for v in operands if not isinstance(v, NullValue)]
+        line = f"result = {stub_fn}({', '.join(stub_args)})"
         if kind.kind == "method":
             return [line], [below + [NullValue(), "result[0]"]]
         return [line], [below + [f"result[{k}]" for k in range(kind.pushes)]]

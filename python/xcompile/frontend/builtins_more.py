@@ -18,6 +18,7 @@ import collections
 import contextlib
 import itertools
 import operator
+from typing import Any, Callable
 
 from ..guards.sources import AttrSource
 from . import hub
@@ -260,6 +261,7 @@ def _methodcaller_apply(tx, args, kwargs):
     return _call(tx, hub.load_attr(tx, obj, name), list(margs), dict(mkwargs))
 
 
+_op: Callable[..., Any]
 for _op in (operator.lshift, operator.rshift, operator.isub, operator.itruediv, operator.ifloordiv,
             operator.imod, operator.ipow, operator.imatmul, operator.iand, operator.ior, operator.ixor,
             operator.ilshift, operator.irshift):
@@ -345,7 +347,7 @@ def _generator_context(tx, args, kwargs):
 
 
 # -- sets -----------------------------------------------------------------------------------------------------
-def set_operation(tx, op: str, a: Value, b: Value) -> Value:
+def set_operation(tx, op: str, a: Value, b: Value) -> SetValue:
     """``a | b``, ``a & b``, ``a - b``, ``a ^ b`` for a set made in the frame (constants compare by
     value, other values by identity)."""
     left = a.items if isinstance(a, SetValue) else items_of(tx, a)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import math
 import operator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -125,6 +125,7 @@ def _fold_or_unsupported(fn, what):
     return h
 
 
+_fn: Callable[..., Any]
 for _fn in (int, float, complex, str, hash, repr, format, chr, ord, bin, hex, oct):
     BUILTINS[_fn] = _fold_or_unsupported(_fn, _fn.__name__)
 
@@ -320,7 +321,7 @@ def _lockstep(tx, iterables: list[Value]) -> list[list[Value]]:
     """Rows of items pulled in turn until one iterable ends (like zip: a generator is advanced
     only as far as zip advances it)."""
     its = [get_iter(tx, a) for a in iterables]
-    rows = []
+    rows: list[list[Value]] = []
     while its:
         row = []
         for it in its:
@@ -458,7 +459,7 @@ for _fn in (input, open, eval, exec, vars, locals, globals, breakpoint):
 
 # -- namedtuples, pure constant functions (methods of containers: container_methods.py) -------------------
 def make_namedtuple(tx, cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    fields = cls._fields
+    fields = cls._fields  # type: ignore[attr-defined]  # a namedtuple class
     defaults = getattr(cls, "_field_defaults", {})
     vals = dict(zip(fields, args))
     vals.update(kwargs)

@@ -147,7 +147,7 @@ def _module(tx: "Tracer", v: ModuleValue, args, kwargs) -> Value:
     return hub.call_module(tx, v, list(args), dict(kwargs))
 
 
-def _builtin(tx: "Tracer", v: Value, args, kwargs) -> Value:
+def _builtin(tx: "Tracer", v: BuiltinValue | ClassValue, args, kwargs) -> Value:
     fn = v.fn if isinstance(v, BuiltinValue) else v.cls
     if any(scalars.is_sym(a) for a in [*args, *kwargs.values()]):   # captured scalars (Tensor.item())
         if fn in scalars.BUILTINS:                                   # int(s), max(s, t), math.sqrt(s)...
@@ -241,7 +241,7 @@ def is_plain_user_class(cls) -> bool:
         all(k.__module__ != "builtins" or k in (object, dict) for k in cls.__mro__)
 
 
-def dict_base(cls: type) -> type | None:
+def dict_base(cls: type) -> type[object] | None:
     """dict or OrderedDict for a user subclass of them (HF ModelOutput), else None (also for
     defaultdict and other builtin dict subclasses, which stay unsupported)."""
     if not issubclass(cls, dict) or cls in (dict, collections.OrderedDict):
@@ -252,7 +252,7 @@ def dict_base(cls: type) -> type | None:
     return None
 
 
-def _construct(tx: "Tracer", cls: type, args, kwargs) -> Value:
+def _construct(tx: "Tracer", cls: type[object], args, kwargs) -> Value:
     obj = NewObjectValue(cls)
     base = dict_base(cls)
     if base is not None:
@@ -284,6 +284,7 @@ CONTEXT_VALUES: dict[type, tuple[Callable[..., None], Callable[..., None]]] = {}
 def _context_exit(tx: "Tracer", v: ContextExitValue, args, kwargs) -> Value:
     ctx = v.ctx
     if isinstance(ctx, GradModeValue):
+        assert ctx.exit_to is not None          # BEFORE_WITH (or the held exit's rule) set it
         switch_grad_mode(tx, ctx.exit_to)
         if v.holder and v.source is not None:
             tx.exited_holders.append(v.source)     # the runner drops it from its ContextExit

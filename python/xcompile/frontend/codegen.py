@@ -34,7 +34,7 @@ import math
 import sys
 import types
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import torch
 
@@ -71,6 +71,7 @@ from .values import (
 )
 
 if TYPE_CHECKING:
+    from .scalars import SymScalarValue
     from .tracer import Frame, Tracer
 
 _LITERALS = (type(None), bool, int, str, bytes)
@@ -127,7 +128,7 @@ class RunnerBuilder:
             "sys": sys, "dict_item": _dict_item,
         }
         self.lines: list[str] = []
-        self.outputs: list[TensorValue] = []
+        self.outputs: list[TensorValue | SymScalarValue] = []
         self._out_index: dict[Any, int] = {}
         self._memo: dict[int, str] = {}
         self._keep: list[Any] = []
@@ -198,7 +199,7 @@ class RunnerBuilder:
         return name
 
     # -- values --------------------------------------------------------------------------------------
-    def tensor_output(self, v: TensorValue) -> str:
+    def tensor_output(self, v: TensorValue | SymScalarValue) -> str:
         i = self._out_index.get(v.node)
         if i is None:
             i = self._out_index[v.node] = len(self.outputs)
@@ -212,11 +213,12 @@ class RunnerBuilder:
         if isinstance(v, TensorValue):
             op = v.node.op
             if op == "placeholder":
+                assert v.source is not None         # a graph input is read from somewhere
                 return self.load(v.source)
             if op == "get_attr":
                 if v.source is not None:
                     return self.load(v.source)
-                return self.const(self.tx.gb.root[v.node.target], "t")
+                return self.const(self.tx.gb.root[cast(str, v.node.target)], "t")
             return self.tensor_output(v)
         if isinstance(v, ConstantValue):
             return self.const(v.value)
@@ -334,7 +336,7 @@ def _dict(b: RunnerBuilder, v: DictValue) -> str:
     cls = getattr(v, "cls", dict)
     if cls is dict:
         return b.assign(items)
-    if getattr(v, "default_factory", None) is not None:      # defaultdict
+    if v.default_factory is not None:                        # defaultdict
         return b.assign(f"{b.const(cls)}({b.expr(v.default_factory)}, {items})")
     return b.assign(f"{b.const(cls)}({items})")
 
@@ -446,7 +448,8 @@ def _context_exit(b: RunnerBuilder, v: ContextExitValue) -> str:
     return name
 
 
-_MAKERS = {
+# value class -> function(builder, value) -> expression
+_MAKERS: dict[type, Callable[[RunnerBuilder, Any], str]] = {
     TupleValue: _tuple, ListValue: _list, DictValue: _dict, SetValue: _set, IteratorValue: _iterator,
     DictViewValue: _dict_view, BoundMethodValue: _bound_method, TensorMethodValue: _tensor_method,
     ObjectMethodValue: _object_method, PartialValue: _partial, SuperValue: _super,

@@ -9,7 +9,7 @@ class; a mutation of a container that came from outside the frame is recorded as
 from __future__ import annotations
 
 import functools
-from typing import Any
+from typing import Any, cast
 
 from . import hub
 from .builtins_rules import dict_builtin, sort_values
@@ -61,6 +61,7 @@ def _list_method(tx, lst: ListValue, name: str, args, kwargs) -> Value:
     if name == "append":
         items.append(args[0])
     elif name == "extend":
+        assert new is not None                  # read above for extend
         items.extend(new)
     elif name == "insert":
         items.insert(_consts([args[0]], "insert")[0], args[1])
@@ -121,7 +122,7 @@ def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
         raise Unsupported(f"dict.{name}")
     hub.note_mutation(tx, d)
     if name == "update":
-        other = dict_builtin(tx, args, kwargs)
+        other = cast(DictValue, dict_builtin(tx, args, kwargs))   # dict(...) makes a DictValue
         d.items.update(other.items)
         return ConstantValue(None)
     if name == "pop":
@@ -163,11 +164,12 @@ def _tuple_method(tx, t: TupleValue, name: str, args, kwargs) -> Value:
     if name in ("index", "count"):
         return fold(getattr(tuple(_consts(t.items, name)), name), *_consts(args, name))
     if name == "_asdict":
-        return DictValue(dict(zip(t.cls._fields, t.items)))
+        return DictValue(dict(zip(t.cls._fields, t.items)))  # type: ignore[attr-defined]  # a namedtuple class
     if name == "_replace":
-        vals = dict(zip(t.cls._fields, t.items))
+        fields = t.cls._fields  # type: ignore[attr-defined]  # a namedtuple class
+        vals = dict(zip(fields, t.items))
         vals.update(kwargs)
-        return TupleValue([vals[f] for f in t.cls._fields], cls=t.cls)
+        return TupleValue([vals[f] for f in fields], cls=t.cls)
     raise Unsupported(f"tuple.{name}")
 
 

@@ -129,6 +129,7 @@ def raise_varargs(f: Frame, inst: Instr) -> None:
     exc = make_exception(f.tx, f.pop())
     if cause is not None:
         real = real_exception(exc)
+        assert real is not None                 # make_exception returns an exception or raises
         if isinstance(cause, ConstantValue) and cause.value is None:
             real.__cause__ = None
             real.__suppress_context__ = True

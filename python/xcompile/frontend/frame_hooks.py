@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -88,7 +88,7 @@ def _register(pre: bool):
 
 
 def _remove(tx: "Tracer", args: list[Value], kwargs: dict[str, Value]) -> Value:
-    h = args[0]
+    h = cast(HookHandleValue, args[0])            # bound by handle_attr
     lst = tx.frame_hooks.get(id(h.module), [])
     if h.entry in lst:
         lst.remove(h.entry)

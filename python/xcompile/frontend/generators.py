@@ -65,6 +65,7 @@ class OutsideGeneratorValue(UserObjectValue):
 
 def resume(tx: "Tracer", frame: "Frame") -> None:
     """Run a generator frame until its next yield or its end."""
+    assert frame.yields is not None             # a generator's frame
     n = len(frame.yields)
     tx.depth += 1
     try:
@@ -187,7 +188,8 @@ def gen_throw(tx: "Tracer", g: GeneratorValue, exc: Value) -> Value | None:
         raise err
     sub = _delegate(g)
     if sub is not None:
-        if isinstance(exc_cls(exc), type) and issubclass(exc_cls(exc), GeneratorExit):
+        cls = exc_cls(exc)
+        if isinstance(cls, type) and issubclass(cls, GeneratorExit):
             try:                                # close the sub-generator, then raise in this one
                 gen_close(tx, sub) if isinstance(sub, GeneratorValue) else None
             except PythonError as e:
@@ -218,7 +220,8 @@ def gen_close(tx: "Tracer", g: GeneratorValue) -> None:
     try:
         item = gen_throw(tx, g, PythonError.of(GeneratorExit()).value)
     except PythonError as e:
-        if isinstance(exc_cls(e.value), type) and issubclass(exc_cls(e.value), (GeneratorExit, StopIteration)):
+        cls = exc_cls(e.value)
+        if isinstance(cls, type) and issubclass(cls, (GeneratorExit, StopIteration)):
             return
         raise
     if item is not None:

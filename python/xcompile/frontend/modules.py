@@ -6,7 +6,7 @@ Everything read through a module is ``covered``: the module's MODULE_TREE guard 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.nn.modules import module as nn_module
@@ -50,8 +50,8 @@ def module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
         if known is not None:                     # seen by later reads and replayed once
             return known[1]
         dsrc = AttrSource(src, name) if src is not None else None
-        items = {k: LazyValue(x, ItemSource(dsrc, k) if dsrc is not None else None, True)
-                 for k, x in d[name].items()}
+        items: dict[Any, Value] = {k: LazyValue(x, ItemSource(dsrc, k) if dsrc is not None else None, True)
+                                   for k, x in d[name].items()}
         dv = DictValue(items, source=dsrc, covered=True)
         tx.memo[id(d[name])] = (d[name], dv)
         return dv
@@ -194,7 +194,7 @@ def _module_slice(tx: "Tracer", v: ModuleValue, k: slice) -> Value:
     out when the new container is indexed or iterated), so they stay the same objects to the
     trace; the container itself is new, so it has no source (its contents are pinned by ``v``'s
     MODULE_TREE guard)."""
-    m = v.module
+    m = cast("torch.nn.Sequential | torch.nn.ModuleList", v.module)   # (what the caller checked)
     for i in range(len(m))[k]:
         tx.wrap(m[i], ItemSource(v.source, i) if v.source is not None else None, True)
     part = m[k]

@@ -19,6 +19,7 @@ import dis
 import re
 import types
 from dataclasses import dataclass
+from typing import cast
 
 from .. import _C
 from ..bytecode import opcodes as op
@@ -80,6 +81,7 @@ def classify(code: types.CodeType, index: int, opname: str, arg: int | None, tar
     """How the breaking instruction ``index`` (normalized ``opname``) runs and where the frame
     resumes."""
     if opname in _CALLS:
+        assert arg is not None                  # CALL / CALL_FUNCTION_EX always have one
         if opname == "CALL":
             pops = arg + 2
         else:
@@ -94,7 +96,7 @@ def classify(code: types.CodeType, index: int, opname: str, arg: int | None, tar
         return _checked(code, BreakKind("branch", index, 1, 0, (when_true, when_false), keep))
     raw = disassemble(code)[index]
     if raw.opname == "LOAD_METHOD" or (raw.opname == "LOAD_ATTR" and op.FACTS.name_shift.get("LOAD_ATTR")
-                                       and raw.arg & 1):
+                                       and cast(int, raw.arg) & 1):
         # a method load: the stub loads the bound method, the frame resumes with [NULL, method]
         return _checked(code, BreakKind("method", index, 1, 1, (index + 1,)))
     count = _STUB_POPS.get(raw.opname)

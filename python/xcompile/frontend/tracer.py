@@ -226,7 +226,7 @@ class Tracer:
         return Frame(self, code, f_locals, cells, globals_)
 
     # -- inlining -----------------------------------------------------------------------------------
-    def inline_call(self, parent: Frame, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    def inline_call(self, parent: Frame | None, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:
         replaced = tracing_rules.before_inline(self, fn, args, kwargs)   # disable(), allow_in_graph, ...
         if replaced is not None:
             return replaced

@@ -58,6 +58,8 @@ from .values import (
 )
 
 if TYPE_CHECKING:
+    import contextlib
+
     from .tracer import Tracer
 
 
@@ -173,7 +175,7 @@ def _graph_node(nonstrict: bool):
             flat = tx.gb.call("call_function", flat_call, args, kwargs, what=what)
         finally:
             fm.allow_non_fake_inputs = old
-        leaves = list(flat.items) if isinstance(flat, TupleValue) else \
+        leaves: list[Value] | None = list(flat.items) if isinstance(flat, TupleValue) else \
             [ConstantValue(c) for c in flat.value] if isinstance(flat, ConstantValue) else None
         if leaves is None or not spec:
             raise Unsupported(f"{what} returned something that is not a pytree of tensors and constants")
@@ -358,7 +360,7 @@ def _identity(make):
     return row
 
 
-def _bound_method(tx, m: types.MethodType, source, covered) -> Value | None:
+def _bound_method(tx, m: types.MethodType, source, covered) -> ContextExitValue | None:
     """``no_grad().__exit__`` (and friends) of a context entered before this frame started, as
     the stack value a resume function receives inside a `with` block: leaving it is traced."""
     if m.__func__ not in _GRAD_EXITS:
@@ -449,7 +451,7 @@ def register_optimized_module_class(cls: type) -> None:
     SPECIAL_TYPES[cls] = _identity(_optimized_module)
 
 
-def register_eogb_class(cls: type) -> None:
+def register_eogb_class(cls: type[contextlib.AbstractContextManager]) -> None:
     """``error_on_graph_break(flag)`` objects: a context value when traced."""
     SPECIAL_TYPES[cls] = _identity(lambda tx, obj, source: ErrorOnGraphBreakValue(bool(obj.flag), obj,
                                                                                source=source))

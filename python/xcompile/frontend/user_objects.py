@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import operator as op
 import types
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -83,6 +83,7 @@ def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool
     if isinstance(obj, NewObjectValue):
         custom = _user_setattr(obj.cls) if value is not None and not plain else None
         if custom is not None:                     # e.g. a frozen dataclass raising on assignment
+            assert value is not None               # custom is only looked up for an assignment
             tx.inline_call(None, FunctionValue(custom), [obj, ConstantValue(name), value], {})
             return
         if not _setter(tx, obj.cls, name, obj, value):
@@ -96,6 +97,7 @@ def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool
         cls = type(real)
         custom = _user_setattr(cls) if value is not None and not plain else None
         if custom is not None and custom not in _PLAIN_SETATTR:
+            assert value is not None               # custom is only looked up for an assignment
             tx.inline_call(None, FunctionValue(custom), [obj, ConstantValue(name), value], {})
             return
         if not plain and cls.__setattr__ not in _PLAIN_SETATTR:
@@ -223,7 +225,7 @@ def _binary_names() -> dict:
     names = {op.add: "add", op.sub: "sub", op.mul: "mul", op.truediv: "truediv", op.floordiv: "floordiv",
              op.mod: "mod", op.pow: "pow", op.matmul: "matmul", op.and_: "and", op.or_: "or",
              op.xor: "xor", op.lshift: "lshift", op.rshift: "rshift"}
-    table = {f: (f"__{n}__", f"__r{n}__") for f, n in names.items()}
+    table: dict[Callable, tuple[str, ...]] = {f: (f"__{n}__", f"__r{n}__") for f, n in names.items()}
     inplace = {op.iadd: op.add, op.isub: op.sub, op.imul: op.mul, op.itruediv: op.truediv,
                op.ifloordiv: op.floordiv, op.imod: op.mod, op.ipow: op.pow, op.imatmul: op.matmul,
                op.iand: op.and_, op.ior: op.or_, op.ixor: op.xor, op.ilshift: op.lshift,
@@ -240,7 +242,7 @@ _BINARY = _binary_names()
 _UNARY = {"neg": "__neg__", "pos": "__pos__", "invert": "__invert__", "abs": "__abs__"}
 
 
-def _not_implemented(v: Value) -> bool:
+def _not_implemented(v: Value | _NotDefined) -> bool:
     return isinstance(v, ConstantValue) and v.value is NotImplemented
 
 

@@ -110,13 +110,13 @@ def _tuple(tx, obj, source, covered) -> Value:
     return TupleValue(_lazy_items(obj, source, covered), cls=cls, source=source, covered=covered)
 
 
-def _dict(tx, obj, source, covered) -> Value:
+def _dict(tx, obj, source, covered) -> DictValue:
     if not all(is_constant(k) for k in obj):
         raise Unsupported("dict with non-constant keys", "Use str/int keys.")
     if source is not None:
         tx.guards.sequence(source, obj, type_known=covered)
-    items = {k: LazyValue(v, ItemSource(source, k) if source is not None else None, False)
-             for k, v in obj.items()}
+    items: dict[Any, Value] = {k: LazyValue(v, ItemSource(source, k) if source is not None else None, False)
+                               for k, v in obj.items()}
     factory = None
     if isinstance(obj, collections.defaultdict) and obj.default_factory is not None:
         factory = tx.wrap(obj.default_factory, AttrSource(source, "default_factory") if source else None, covered)
@@ -167,7 +167,7 @@ def _dict_subclass(tx, obj, source, covered) -> Value:
     return v
 
 
-def _user_object(tx, obj, source, covered) -> Value:
+def _user_object(tx, obj, source, covered) -> UserObjectValue:
     if _needs_guard(source, covered):
         if isinstance(_root(source), (GlobalSource, ClosureSource)):
             tx.guards.identity(source, obj)
