@@ -67,7 +67,8 @@ OutputPlan::OutputPlan(py::handle plan, int n_slots) {
       bad_plan("namedtuple is (\"namedtuple\", tuple subclass, [plans])");
     }
     value_ = py::reinterpret_borrow<py::object>(t[1]);
-    structseq_ = py::hasattr(value_, "n_sequence_fields");
+    // namedtuples take their fields as arguments; structseqs and torch.Size take one tuple
+    structseq_ = !py::hasattr(value_, "_fields");
     parse_items(t[2]);
   } else {
     bad_plan("unknown kind '" + kind + "'");

@@ -18,6 +18,8 @@
 //                          sizes, strides (strided only), requires_grad
 //   global_state()         grad mode, inference mode, autocast (cpu, cuda), default dtype,
 //   deterministic algorithms (root leaf)
+//   shape_check(reads, p)  a relation over sizes/strides/offsets of slot tensors and slot ints
+//                          (root leaf; dynamic shapes: guard_shapes.cpp)
 //
 // "Unchanged" for a dict (DictWatch): its version tag (ma_version_tag) equals the stored one;
 // else its (key, value) pairs compare equal by identity and order with the snapshot taken at
@@ -63,5 +65,16 @@ using DimSpec = std::optional<std::vector<std::optional<int64_t>>>;
 std::unique_ptr<Leaf> make_tensor_match(PyObject* example, std::string desc, const DimSpec& sizes,
                                         const DimSpec& strides);
 std::unique_ptr<RootLeaf> make_global_state(std::string desc);
+
+// guard_shapes.cpp: one relation over sizes / strides / storage offsets of the tensors in slots
+// and Python ints in slots (dynamic shapes); see the file for the program's opcodes.
+enum ShapeReadKind : int { kSize = 0, kStride = 1, kStorageOffset = 2, kIntValue = 3 };
+struct ShapeRead {
+  int slot;
+  int what;  // ShapeReadKind
+  int dim;   // for kSize / kStride
+};
+std::unique_ptr<RootLeaf> make_shape_check(std::vector<ShapeRead> reads, std::vector<int64_t> program,
+                                           int n_slots, std::string desc);
 
 }  // namespace xc

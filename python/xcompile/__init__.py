@@ -17,7 +17,7 @@ from .api import (  # noqa: F401
     reset,
     run,
 )
-from .api_shapes import mark_dynamic, mark_static, maybe_mark_dynamic  # noqa: F401
+from .api_shapes import mark_dynamic, mark_static, mark_static_address, maybe_mark_dynamic  # noqa: F401
 from .api_tracing import (  # noqa: F401
     allow_in_graph,
     assume_constant_result,

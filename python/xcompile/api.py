@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from . import _C
+from . import _C, shape_state
 from .backends.registry import INDUCTOR_OPTIONS
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
 from .convert_frame import ConvertFrame, RunOnly
@@ -22,7 +22,6 @@ from .frontend.break_log import reset_break_log
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEFAULT_BACKEND = "inductor"
-
 
 
 def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAULT_BACKEND,
@@ -45,8 +44,6 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAUL
         raise TypeError(f"xcompile.compile expects a callable or an nn.Module, got {type(model).__name__}")
     if disable:
         return model
-    if dynamic:
-        _warn_static_shapes()
     opts = dict(options or {})
     _check_options(backend, opts)
     if mode is not None:
@@ -64,17 +61,6 @@ def _check_options(backend, opts: dict) -> None:
                                    f"{list(INDUCTOR_OPTIONS)}")
     elif isinstance(backend, str):
         warnings.warn(f"xcompile: backend {backend!r} takes no options; ignoring {sorted(opts)}", stacklevel=3)
-
-
-_warned_dynamic = False
-
-
-def _warn_static_shapes():
-    global _warned_dynamic
-    if not _warned_dynamic:
-        _warned_dynamic = True
-        warnings.warn("xcompile compiles static shapes: dynamic=True is accepted, but every new input "
-                      "size recompiles (up to config.cache_size_limit entries per function)", stacklevel=3)
 
 
 def _recompile_module(mod, kwargs):
@@ -196,6 +182,7 @@ def reset() -> None:
     """Forget every compiled entry and every per-code decision (skips, cache limits)."""
     _C.cache_clear_all()
     reset_break_log()                        # the next graph break at a known place logs in full again
+    shape_state.clear()                      # sizes seen: the next compiles start static again
     DIED_YOUNG.clear()
     for code in list(EAGER_FRAMES):          # frames that ran eagerly after a graph break: traced again
         _C.set_code_state(code, NORMAL)

@@ -1,19 +1,19 @@
-"""``mark_dynamic`` / ``maybe_mark_dynamic`` / ``mark_static``, with torch's names and arguments.
+"""``mark_dynamic`` / ``maybe_mark_dynamic`` / ``mark_static`` / ``mark_static_address``, with
+torch's names, arguments and meanings (the policy that reads them: ``frontend/shapes.py``).
 
-xcompile compiles static shapes: every dimension is specialized to the size it was traced
-with, and a new size recompiles (up to ``config.cache_size_limit`` entries per function).
-These calls therefore only record the marks on the tensor; ``mark_static`` asks for what
-already happens, and a compilation that meets a dimension marked dynamic says once, in a
-warning, that it specialized it (``dynamic_mark_warning``) instead of quietly ignoring it.
+- ``mark_dynamic(t, dim, min=None, max=None)``: the dimension is symbolic from the first
+  compile, with its own symbol (no duck sizing); a trace that forces it to one value raises
+  ``ConstraintViolationError`` naming the dimension and the line.
+- ``maybe_mark_dynamic(t, dim)``: symbolic from the first compile; specializing it is allowed.
+- ``mark_static(t, dim=None)``: never symbolic, even under ``dynamic=True`` (``mark_dynamic``
+  wins over it). An ``nn.Module`` (or class) is accepted and left as it is.
+- ``mark_static_address(t)``: the tensor keeps its address between calls (CUDA graphs).
 """
 from __future__ import annotations
 
-import warnings
-
 import torch
 
-_DYNAMIC = "_xcompile_dynamic_dims"
-_STATIC = "_xcompile_static_dims"
+from .shape_state import DIM_RANGES, DYNAMIC_DIMS, MAYBE_DYNAMIC_DIMS, STATIC_ADDRESS, STATIC_DIMS
 
 
 def _dims(t, index, who: str) -> set[int]:
@@ -36,40 +36,37 @@ def _record(t, attr: str, dims: set[int]) -> None:
 
 
 def mark_dynamic(t, index, *, min=None, max=None, specialize_on=None) -> None:
-    """Mark dimension(s) ``index`` of ``t`` dynamic. Recorded only: xcompile specializes every
-    dimension and warns once when it compiles a function with such an input."""
+    """Mark dimension(s) ``index`` of ``t`` dynamic, optionally within ``[min, max]``."""
+    for name, v in (("min", min), ("max", max)):
+        if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+            raise TypeError(f"xcompile.mark_dynamic: {name} must be an int, got {v!r}")
     if min is not None and max is not None and min > max:
         raise ValueError(f"xcompile.mark_dynamic: min={min} is greater than max={max}")
-    _record(t, _DYNAMIC, _dims(t, index, "mark_dynamic"))
+    dims = _dims(t, index, "mark_dynamic")
+    _record(t, DYNAMIC_DIMS, dims)
+    if min is not None or max is not None:
+        ranges = dict(getattr(t, DIM_RANGES, None) or {})
+        for d in dims:
+            ranges[d] = (min, max)
+        setattr(t, DIM_RANGES, ranges)
 
 
 def maybe_mark_dynamic(t, index) -> None:
-    """Like ``mark_dynamic``, but a hint that may be ignored (it is: shapes are static)."""
-    _dims(t, index, "maybe_mark_dynamic")
+    """Mark dimension(s) dynamic as a hint: symbolic from the first compile, but a trace that
+    needs the concrete size specializes it without an error."""
+    _record(t, MAYBE_DYNAMIC_DIMS, _dims(t, index, "maybe_mark_dynamic"))
 
 
 def mark_static(t, index=None) -> None:
     """Mark dimension(s) of ``t`` static (all of them by default); an ``nn.Module`` is accepted
-    and left as it is. This is what xcompile does anyway."""
+    and left as it is (its parameters are static already)."""
     if isinstance(t, torch.nn.Module) or (isinstance(t, type) and issubclass(t, torch.nn.Module)):
         return
-    _record(t, _STATIC, _dims(t, index, "mark_static"))
+    _record(t, STATIC_DIMS, _dims(t, index, "mark_static"))
 
 
-_warned: set = set()
-
-
-def dynamic_mark_warning(where: str, inputs, names) -> None:
-    """Warn once per function when one of its graph inputs has dimensions marked dynamic."""
-    for t, name in zip(inputs, names):
-        dims = getattr(t, _DYNAMIC, None) if isinstance(t, torch.Tensor) else None
-        if not dims or where in _warned:
-            continue
-        _warned.add(where)
-        sizes = ", ".join(f"dim {d} = {t.shape[d]}" for d in sorted(dims) if d < t.dim())
-        warnings.warn(
-            f"xcompile compiles static shapes: {name} of {where} was marked dynamic "
-            f"({sizes}), but it is specialized to these sizes; each new size recompiles, up to "
-            f"config.cache_size_limit entries. Hint: pad inputs to a few fixed sizes.",
-            stacklevel=3)
-        return
+def mark_static_address(t, guard: bool = True) -> None:
+    """The tensor keeps its address between calls (a static input of CUDA graphs)."""
+    if not isinstance(t, torch.Tensor):
+        raise TypeError(f"xcompile.mark_static_address expects a tensor, got {type(t).__name__}")
+    setattr(t, STATIC_ADDRESS, bool(guard))

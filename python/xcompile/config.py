@@ -42,6 +42,18 @@ skip_file_prefixes: tuple = ()
 error_on_graph_break: bool = False
 # Capture Tensor.item()/.tolist() as graph ops instead of breaking (frontend-breadth issue).
 capture_scalar_outputs: bool = False
+# Data-dependent output shapes (nonzero, masked_select, x[mask], unique) as graph ops with
+# unbacked sizes instead of graph breaks.
+capture_dynamic_output_shape_ops: bool = False
+
+# -- dynamic shapes (torch's meanings; compile(dynamic=...) chooses the policy per function) --
+# dynamic=None: after a recompile caused by a changed size (or int argument), make that
+# dimension symbolic ("automatic dynamic").
+automatic_dynamic_shapes: bool = True
+# dynamic=None: the first compile specializes every size (False: symbolic from the start).
+assume_static_by_default: bool = True
+# Python int arguments are specialized (EQUALS_MATCH) instead of becoming symbolic inputs.
+specialize_int: bool = False
 # Frontend errors that are not Unsupported: re-raise (True) or fall back to eager with a warning.
 suppress_errors: bool = _env_bool("XCOMPILE_SUPPRESS_ERRORS", False)
 # Check every FX graph (gm.graph.lint()) and guard tree after building it.

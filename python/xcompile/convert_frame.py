@@ -17,7 +17,6 @@ from typing import NamedTuple
 import torch
 
 from . import _C, config, log
-from .api_shapes import dynamic_mark_warning
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
 from .effects import with_side_effects
@@ -170,7 +169,7 @@ class ConvertFrame:
         from .frontend import graph_break
 
         try:
-            result = graph_break.capture(frame, fullgraph=self.fullgraph)
+            result = graph_break.capture(frame, fullgraph=self.fullgraph, dynamic=self.dynamic)
         except Unsupported:
             raise                                 # fullgraph=True or error_on_graph_break
         except TorchRuntimeError:
@@ -229,14 +228,14 @@ class ConvertFrame:
             gm.graph.lint()
         log.log("graph_code", "TRACED GRAPH %s\n%s", _where(code), gm.print_readable(print_output=False)
                 if log.enabled("graph_code") else "")
-        if not any(n.op in ("call_function", "call_method", "call_module") for n in gm.graph.nodes) \
-                and (not self.fullgraph or not gm.graph.output_node().args[0]):
-            # no ops (its outputs are its inputs): the backend is not asked, as torch.compile
-            # does, except that fullgraph=True compiles a frame that returns its inputs
+        if not any(n.op in ("call_function", "call_method", "call_module") and not _size_read(n)
+                   for n in gm.graph.nodes) and (not self.fullgraph or not gm.graph.output_node().args[0]):
+            # no ops (its outputs are its inputs, or sizes read from them): the backend is not
+            # asked, as torch.compile does, except that fullgraph=True compiles a frame that
+            # returns its inputs
             return gm.forward
         for o in log.observers():
             o.on_graph(code, gm, captured.guards)
-        dynamic_mark_warning(_where(code), captured.example_inputs, [str(s) for s in captured.input_sources])
         grad_on = contextlib.nullcontext()
         if _starts_grad_off(gm):
             # entered under no_grad, enabling grad inside (the resume function of a break in a
@@ -346,6 +345,14 @@ def _keeping_grad_mode(compiled, captured):
         return out
     keeping_grad_mode.__qualname__ = f"grad_mode({getattr(compiled, '__qualname__', 'graph')})"
     return keeping_grad_mode
+
+
+_SIZE_VALUES = (torch.Size, torch.SymInt, torch.SymBool, torch.SymFloat)
+
+
+def _size_read(node) -> bool:
+    """A node that reads a symbolic size or computes with sizes (dynamic shapes), no tensor."""
+    return isinstance(node.meta.get("example_value"), _SIZE_VALUES)
 
 
 def _on_meta(gm, example_inputs) -> bool:

@@ -71,5 +71,7 @@ def test_threads_with_graph_breaks_and_modules():
     for t in threads:
         t.join()
     assert errors == []
-    assert len(xcompile._C.cache_entries(torch.nn.Sequential.forward.__code__)) == 3   # one per batch size
+    # the first batch size static, then one entry with a symbolic batch serves the others
+    # (automatic dynamic shapes, as torch.compile)
+    assert len(xcompile._C.cache_entries(torch.nn.Sequential.forward.__code__)) == 2
     xcompile.reset()

@@ -14,12 +14,17 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicO
 from .. import log
 from ..aot.api import aot_compile
 from .eager import scalar_graph
+from .per_size import PerSize, symbolic_inputs
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str = "min_cut"):
     runner = scalar_graph(gm, "aot_eager")            # captured scalars: the graph runs as it is
     if runner is not None:
         return runner
+    dynamic = symbolic_inputs(gm)
+    if dynamic:                                       # symbolic sizes: one static compile per size
+        return PerSize(lambda g, inputs: aot_eager(g, inputs, partition=partition), gm, example_inputs,
+                       dynamic, "aot_eager")
     try:
         return aot_compile(gm, example_inputs, partition=partition)
     except (DynamicOutputShapeException, DataDependentOutputException) as e:

@@ -9,6 +9,7 @@ under ``XCOMPILE_LOGS=fallbacks``; no warning, since it is an expected outcome o
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from .. import log
 
@@ -23,8 +24,10 @@ _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 def captured_scalar_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
     """Nodes that compute captured scalars (``item`` and Python arithmetic on its result): the
-    frontend's example value of such a node is a SymInt/SymFloat/SymBool."""
-    return [n for n in gm.graph.nodes if isinstance(n.meta.get("example_value"), _SYM_TYPES)
+    frontend's example value of such a node is a SymInt/SymFloat/SymBool of an unbacked symbol
+    (sizes of inputs under dynamic shapes are backed: see backends/per_size.py)."""
+    return [n for n in gm.graph.nodes if (isinstance(n.meta.get("example_value"), _SYM_TYPES)
+                                          and free_unbacked_symbols(n.meta["example_value"]))
             or (n.op == "call_method" and n.target in ("item", "tolist"))]
 
 

@@ -32,6 +32,7 @@ from ..aot.schema import writes_in_place as _writes_in_place
 from ..kernels.compile import compile_aten_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
 from .eager import scalar_graph
+from .per_size import PerSize, symbolic_inputs
 
 
 def _needs_grad(tensors) -> bool:
@@ -48,6 +49,9 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     runner = scalar_graph(gm, "inductor")             # captured scalars (Tensor.item()): run as is
     if runner is not None:
         return runner
+    dynamic = symbolic_inputs(gm)
+    if dynamic:                                       # symbolic sizes: one static compile per size
+        return PerSize(inductor, gm, example_inputs, dynamic, "inductor")
     try:
         program = lift(gm)
     except Exception as e:  # noqa: BLE001

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from ..guards.sources import AttrSource, GenericAttrSource, ItemSource, Source
-from . import hub, rules
+from . import hub, rules, scalars
 from .exc import PythonError, Unsupported
 from .global_reads import guard_module_property
 from .values import (
@@ -180,6 +180,8 @@ def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
     if callable(raw) and not isinstance(raw, property):
         return TensorMethodValue(v, name)    # forbidden methods (item, tolist...) break when called
     result = tx.gb.run_fake(lambda t: getattr(t, name), (v.fake,), {}, f"Tensor.{name}")
+    if scalars.has_sym(result):                   # x.shape with symbolic sizes: read in the graph
+        return tx.gb.call("call_function", getattr, (v, ConstantValue(name)), what=f"Tensor.{name}")
     if isinstance(result, torch.Tensor):
         raise Unsupported(f"reading tensor attribute Tensor.{name}")
     if not is_constant(result):

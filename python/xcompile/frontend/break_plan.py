@@ -86,7 +86,7 @@ class RunnerPlan:
         captured = CapturedGraph(gm=gm, example_inputs=list(tx.gb.example_inputs),
                                  input_sources=list(tx.gb.input_sources),
                                  output=Seq("tuple", [out(i) for i in range(len(b.outputs))]),
-                                 guards=tx.guards.build())
+                                 guards=tx.build_guards())
 
         def finish(compiled):
             b.ns["graph"] = compiled

@@ -153,7 +153,11 @@ def _builtin(tx: "Tracer", v: BuiltinValue | ClassValue, args, kwargs) -> Value:
         if fn in scalars.BUILTINS:                                   # int(s), max(s, t), math.sqrt(s)...
             return scalars.call_builtin(tx, fn, list(args), dict(kwargs))
         if not scalars.passes_through(fn):                            # range(s), str(s), round(s)...
-            raise scalars.needs_value(f"{getattr(fn, '__name__', fn)}()")
+            if not all(scalars.is_backed(a) for a in [*args, *kwargs.values()] if scalars.is_sym(a)):
+                raise scalars.needs_value(f"{getattr(fn, '__name__', fn)}()")
+            # symbolic sizes (dynamic shapes): their values now, guarded to stay so
+            args = [scalars.specialize(a) if scalars.is_sym(a) else a for a in args]
+            kwargs = {k: scalars.specialize(a) if scalars.is_sym(a) else a for k, a in kwargs.items()}
     h = hub.BUILTINS.get(fn)
     if h is not None:
         return h(tx, list(args), dict(kwargs))

@@ -37,6 +37,7 @@ from .exc import Unsupported
 from .frame_hooks import pending_stop
 from .output import OutputBuilder
 from .resume import CannotResume, classify
+from .shapes import ShapePolicy
 from .tracer import Frame, Tracer
 from .tracing_rules import error_on_graph_break_now
 from .values import Value
@@ -93,24 +94,27 @@ def _whole(tracer: Tracer, result: Value) -> CapturedGraph:
     gm = tracer.gb.finish(out.outputs)
     return CapturedGraph(gm=gm, example_inputs=list(tracer.gb.example_inputs),
                          input_sources=list(tracer.gb.input_sources), output=spec,
-                         guards=tracer.guards.build(), passthrough_sources=out.passthrough,
+                         guards=tracer.build_guards(), passthrough_sources=out.passthrough,
                          side_effects=out.effects,
                          grad_mode_after=final_grad if final_grad != initial_grad else None)
 
 
-def _new_tracer(fs: FrameState, fullgraph: bool) -> Tracer:
-    return Tracer(fs, fullgraph=fullgraph)
+def _new_tracer(fs: FrameState, fullgraph: bool, shapes: ShapePolicy) -> Tracer:
+    return Tracer(fs, fullgraph=fullgraph, shapes=shapes)
 
 
-def capture(fs: FrameState, *, fullgraph: bool = False) -> WholeFrame | BrokenFrame | EagerFrame:
-    """Trace one frame; split it at the first graph break (see the module docstring)."""
+def capture(fs: FrameState, *, fullgraph: bool = False, dynamic: bool | None = None
+            ) -> WholeFrame | BrokenFrame | EagerFrame:
+    """Trace one frame; split it at the first graph break (see the module docstring).
+    ``dynamic``: compile()'s argument (None: automatic dynamic; frontend/shapes.py)."""
     if fs.code.co_flags & _NOT_PLAIN:
         e = Unsupported(f"compiling generator or coroutine {fs.code.co_name}",
                         "Compile the code that consumes the generator instead.")
         if fullgraph:
             raise e
         return EagerFrame(BreakRecord.of(e), "generator or coroutine frame")
-    tracer = _new_tracer(fs, fullgraph)
+    shapes = ShapePolicy(fs.code, dynamic)
+    tracer = _new_tracer(fs, fullgraph, shapes)
     frame = tracer.top_frame()
     try:
         _run_top(frame)
@@ -130,7 +134,7 @@ def capture(fs: FrameState, *, fullgraph: bool = False) -> WholeFrame | BrokenFr
         raise complete(err)
     record = BreakRecord.of(err)
     try:
-        broken = _split(fs, stop, record)
+        broken = _split(fs, stop, record, shapes)
     except CannotResume as why:
         record.resumed = False
         if why.args:
@@ -154,9 +158,9 @@ def _check_handlers(code: types.CodeType, index: int) -> None:
             raise CannotResume(f"the break is inside a {kind!r} block")
 
 
-def _split(fs: FrameState, stop: _Stop, record: BreakRecord) -> BrokenFrame:
+def _split(fs: FrameState, stop: _Stop, record: BreakRecord, shapes: ShapePolicy) -> BrokenFrame:
     code = fs.code
-    tracer = _new_tracer(fs, False)
+    tracer = _new_tracer(fs, False, shapes)
     frame = tracer.top_frame()
     try:
         _run_top(frame, stop_after=stop.steps)

@@ -26,13 +26,14 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     UnsupportedOperatorException,
 )
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, ShapeEnv
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 from torch.utils._pytree import tree_map
 
 from .. import config
 from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from . import scalars
 from .exc import TorchRuntimeError, Unsupported
+from .shapes import ShapePolicy, ShapeSource, make_shape_env
 from .values import (
     ConstantValue,
     DictValue,
@@ -99,8 +100,13 @@ _EMPTY_CHECKED = frozenset({"max", "min", "amax", "amin", "argmax", "argmin", "a
 class GraphBuilder:
     def __init__(self, grad_enabled: bool):
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False, shape_env=_shape_env())
-        self.captures_scalars = self.fake_mode.shape_env is not None
+        # where the trace is (a user line), for errors that name it; set by the tracer
+        self.where: Callable[[], Any] = lambda: None
+        self.captures_scalars = bool(config.capture_scalar_outputs)
+        self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False,
+                                        shape_env=make_shape_env(self._where) if self.captures_scalars else None)
+        # which dims of tensor inputs are symbolic (frontend/shapes.py); set by the tracer
+        self.shapes: ShapePolicy | None = None
         self.grad_enabled = grad_enabled
         self.autocast_modes: list[tuple] = []          # active torch.autocast(...) arguments, innermost last
         self.input_sources: list[Source] = []
@@ -112,19 +118,31 @@ class GraphBuilder:
         # set by the tracer: turns LazyValue items inside containers into values
         self.resolve: Callable[[Value], Value] = lambda v: v
 
+    def _where(self) -> Any:
+        return self.where()
+
     # -- inputs ---------------------------------------------------------------------------------
-    def _fake(self, t: torch.Tensor) -> torch.Tensor:
+    def _fake(self, t: torch.Tensor, source: Source | None = None) -> torch.Tensor:
+        ctx = self.shapes.context(t, source) if self.shapes is not None and source is not None else None
         try:
-            return self.fake_mode.from_tensor(t, static_shapes=True)
+            if ctx is None or source is None:
+                return self.fake_mode.from_tensor(t, static_shapes=True)
+            if self.fake_mode.shape_env is None:            # the first symbolic input of this trace
+                self.fake_mode.shape_env = make_shape_env(self._where)
+            fake = self.fake_mode.from_tensor(t, static_shapes=False, source=ShapeSource(source),
+                                              symbolic_context=ctx)
         except Exception as e:  # sparse, quantized, odd subclasses...
             raise Unsupported(f"cannot trace a tensor of type {type(t).__name__} ({e})",
                               "Pass plain dense tensors to the compiled function.") from e
+        assert self.shapes is not None and source is not None
+        self.shapes.note_input(source, fake)
+        return fake
 
     def placeholder(self, t: torch.Tensor, source: Source) -> TensorValue:
         known = self.by_id.get(id(t))
         if known is not None:
             return known
-        fake = self._fake(t)
+        fake = self._fake(t, source)
         name = _identifier("l_" + source_to_name(source))
         if self._last_placeholder is None:
             ctx = self.graph.inserting_before(None)
@@ -174,6 +192,9 @@ class GraphBuilder:
             return v.value, v.value
         if isinstance(v, scalars.SymScalarValue):
             return v.node, v.sym
+        if isinstance(v, scalars.SymSliceValue):
+            pairs = [self.unpack(p) for p in v.parts]
+            return slice(*(p for p, _ in pairs)), slice(*(f for _, f in pairs))
         if isinstance(v, TupleValue) and v.cls is not tuple:
             raise Unsupported(f"passing a {v.describe()} to a torch operator",
                               "Pass its fields (plain tensors and constants) instead.")
@@ -240,19 +261,38 @@ class GraphBuilder:
         result = self.run_fake(fake_fn, fargs, fkwargs, what)
         if self.captures_scalars:
             scalars.check_static(result, what)
-            if scalars.is_sym_result(result):
-                known = scalars.constant_of(result)
-                if known is not None:
-                    return ConstantValue(known)
-                node = self.graph.create_node(kind, target, pargs, pkwargs)
-                node.meta["example_value"] = result
-                return scalars.SymScalarValue(node, result)
+        if scalars.is_sym_result(result):              # x.size(0), x.numel(), s * 2, t.item()
+            known = scalars.constant_of(result)
+            if known is not None:
+                return ConstantValue(known)
+            node = self.graph.create_node(kind, target, pargs, pkwargs)
+            node.meta["example_value"] = result
+            return scalars.SymScalarValue(node, result)
+        if isinstance(result, (tuple, list)) and not _has_tensor(result) and scalars.has_sym(result):
+            node = self.graph.create_node(kind, target, pargs, pkwargs)   # x.shape, x.size() (symbolic)
+            node.meta["example_value"] = result
+            return self.sym_sequence(node, result)
         if not _has_tensor(result) and result is not None:
             if is_constant(result) or (isinstance(result, (tuple, list)) and is_constant(tuple(result))):
                 return ConstantValue(result)
             raise Unsupported(f"{what} returned {type(result).__name__}, which cannot be traced")
         node = self.graph.create_node(kind, target, pargs, pkwargs)
         return self.wrap_result(node, result)
+
+    def sym_sequence(self, node: torch.fx.Node, fake: Any) -> Value:
+        """A torch.Size / tuple of ints, some symbolic: one ``getitem`` node per symbolic item."""
+        items: list[Value] = []
+        for i, f in enumerate(fake):
+            known = scalars.constant_of(f) if scalars.is_sym_result(f) else f
+            if known is not None:
+                items.append(ConstantValue(known))
+                continue
+            item = self.graph.call_function(operator.getitem, (node, i))
+            item.meta["example_value"] = f
+            items.append(scalars.SymScalarValue(item, f))
+        if isinstance(fake, list):
+            return ListValue(items)
+        return TupleValue(items, cls=torch.Size if isinstance(fake, torch.Size) else tuple)
 
     def wrap_result(self, node: torch.fx.Node, fake: Any) -> Value:
         node.meta["example_value"] = fake
@@ -293,14 +333,6 @@ class GraphBuilder:
             if node.op == "get_attr" and "." not in node.target:
                 gm.__dict__[node.target] = getattr(gm, node.target)
         return gm
-
-
-def _shape_env():
-    """A ShapeEnv for the fake mode when scalars are captured (``item()`` -> unbacked symbols);
-    ops whose output shape depends on data (nonzero...) still break."""
-    if not config.capture_scalar_outputs:
-        return None
-    return ShapeEnv(allow_scalar_outputs=True, allow_dynamic_output_shape_ops=False)
 
 
 def _has_tensor(x: Any) -> bool:

@@ -62,9 +62,16 @@ def fold(fn: Callable, *args: Any, what: str = "") -> Value:
 
 
 def as_constant(v: Value) -> tuple[bool, Any]:
-    """(True, python value) when ``v`` is a constant or a container of constants."""
+    """(True, python value) when ``v`` is a constant or a container of constants. A symbolic
+    size (dynamic shapes) counts as its current value: asking for it installs a guard that
+    keeps it (``scalars.specialize``); a captured scalar's value is unknown."""
     if isinstance(v, ConstantValue):
         return True, v.value
+    if isinstance(v, scalars.SymScalarValue):
+        return (True, scalars.specialize(v).value) if scalars.is_backed(v) else (False, None)
+    if isinstance(v, scalars.SymSliceValue):
+        parts = [as_constant(p) for p in v.parts]
+        return (True, slice(*(c for _, c in parts))) if all(ok for ok, _ in parts) else (False, None)
     if isinstance(v, (TupleValue, ListValue)):
         vals = []
         for x in v.items:
@@ -74,6 +81,8 @@ def as_constant(v: Value) -> tuple[bool, Any]:
             vals.append(c)
         if isinstance(v, ListValue):
             return True, vals
+        if v.cls is torch.Size:                      # x.shape with symbolic sizes, specialized
+            return True, torch.Size(vals)
         return True, (v.cls(*vals) if v.cls is not tuple and hasattr(v.cls, "_fields") else tuple(vals))
     return False, None
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
-from torch.fx.experimental.symbolic_shapes import has_free_symbols
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 from torch.utils._pytree import tree_leaves
 
 from .. import config
@@ -62,6 +62,22 @@ class SymScalarValue(Value):
 
     def describe(self) -> str:
         return f"captured scalar {self.node.name} ({self.python_type().__name__})"
+
+
+@dataclass(eq=False)
+class SymSliceValue(Value):
+    """``start:stop:step`` with a symbolic bound (``t[:x.shape[0] - 1]``): a slice argument of a
+    graph op; Python containers sliced by it specialize the bound (``pyops.as_constant``)."""
+
+    parts: list[Value]
+    source: Source | None = None
+    covered: bool = False
+
+    def python_type(self) -> type:
+        return slice
+
+    def describe(self) -> str:
+        return "slice with a symbolic bound"
 
 
 def enabled() -> bool:
@@ -132,7 +148,22 @@ def unary(tx: "Tracer", op, a: Value) -> Value:
 
 
 def truth(v: SymScalarValue) -> bool:
-    raise needs_value(f"branching on {v.describe()}")
+    """``if s:`` on a symbolic size: its value now, with a guard that keeps it (a captured
+    scalar's value is unknown: a graph break)."""
+    try:
+        return bool(v.sym)
+    except GuardOnDataDependentSymNode:
+        raise needs_value(f"branching on {v.describe()}") from None
+
+
+def is_backed(v: Value) -> bool:
+    """A symbolic size (or a number computed from sizes): its value is known at trace time."""
+    return is_sym(v) and not free_unbacked_symbols(v.sym)
+
+
+def specialize(v: SymScalarValue) -> ConstantValue:
+    """The value of a symbolic size, fixed: the ShapeEnv guards that it stays this number."""
+    return ConstantValue(_PY_TYPES[type(v.sym)](v.sym))
 
 
 def to_tensor(tx: "Tracer", fn: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
@@ -253,17 +284,18 @@ def constant_of(sym: Any) -> Any:
 
 
 def check_static(fake: Any, what: str) -> None:
-    """A tensor result whose shape, strides or offset depend on a captured scalar is a break."""
+    """A tensor result whose shape, strides or offset depend on a captured scalar is a break
+    (symbolic sizes of inputs, dynamic shapes, are fine)."""
     if isinstance(fake, torch.Tensor):
-        if has_free_symbols(fake):
+        if free_unbacked_symbols(fake):
             raise needs_value(f"{what} (its result's shape)")
     elif isinstance(fake, (tuple, list)):
         for f in fake:
             check_static(f, what)
 
 
-__all__ = ["SymScalarValue", "binary", "call_builtin", "check_static", "enabled", "item",
-           "is_sym", "needs_value", "to_tensor", "tolist", "truth", "unary"]
+__all__ = ["SymScalarValue", "SymSliceValue", "binary", "call_builtin", "check_static", "enabled", "is_backed",
+           "item", "is_sym", "specialize", "needs_value", "to_tensor", "tolist", "truth", "unary"]
 
 hub.register(
     SymScalarValue=SymScalarValue,

@@ -23,10 +23,12 @@ from .. import config
 from ..bytecode.instructions import Instr, decode
 from ..guards.build import GuardBuilder
 from ..guards.sources import AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from ..guards.spec import GuardSet
 from ..handlers import PENDING, raise_pending
 from . import hub, rules, tracing_rules
 from .exc import PythonError, Unsupported
 from .graph_builder import GraphBuilder
+from .shapes import ShapePolicy, produce_guards
 from .side_effects import DELETED, SideEffects
 from .values import (
     NULL,
@@ -150,12 +152,15 @@ class Frame:
                 raise
 
     def run(self) -> Value:
+        outer, self.tx.current = self.tx.current, self
         try:
             while not self.done:
                 self.step()
         except Unsupported as e:
             e.user_stack.insert(0, self.user_frame())
             raise
+        finally:
+            self.tx.current = outer
         assert self.result is not None
         return self.result
 
@@ -163,10 +168,15 @@ class Frame:
 class Tracer:
     """State shared by every frame of one trace: the graph, the guards, wrapped objects."""
 
-    def __init__(self, frame_state, *, fullgraph: bool = False):
+    def __init__(self, frame_state, *, fullgraph: bool = False, shapes: ShapePolicy | None = None):
         self.frame_state = frame_state
         self.fullgraph = fullgraph
         self.gb = GraphBuilder(torch.is_grad_enabled())
+        self.shapes = shapes if shapes is not None else ShapePolicy(frame_state.code, None)
+        self.shapes.start_trace()
+        self.gb.shapes = self.shapes
+        self.gb.where = self.where
+        self.current: Frame | None = None           # the innermost frame being run
         self.guards = GuardBuilder()
         self.memo: dict[int, tuple[Any, Value]] = {}
         self.gb.resolve = self.resolve
@@ -184,6 +194,17 @@ class Tracer:
         self.frame_hook_modules: dict[int, Any] = {}
         self.top_step: tuple[int, int] | None = None
         self.exited_holders: list = []     # sources of _C.ContextExit whose block ended in the graph
+
+    def where(self) -> traceback.FrameSummary | None:
+        """The user line the trace is at (for errors raised far from the frame, e.g. a
+        ``mark_dynamic`` dimension specialized by a ShapeEnv guard)."""
+        return self.current.user_frame() if self.current is not None else None
+
+    def build_guards(self) -> GuardSet:
+        """The guards of the trace, with those of its symbolic sizes (frontend/shapes.py)."""
+        guard_set = self.guards.build()
+        produce_guards(self.gb.fake_mode.shape_env, self.shapes, guard_set)
+        return guard_set
 
     def decoded(self, code: types.CodeType) -> list[Instr]:
         instrs = self._decoded.get(code)
@@ -223,7 +244,8 @@ class Tracer:
             cell = fs.closure[i] if fs.closure else None
             cells[name] = self.external_cell(cell, ClosureSource(name, i), ClosureCellSource(name, i))
         globals_ = Globals(fs.f_globals, fs.f_builtins, GlobalSource)
-        return Frame(self, code, f_locals, cells, globals_)
+        self.current = Frame(self, code, f_locals, cells, globals_)   # inlined frames replace it
+        return self.current
 
     # -- inlining -----------------------------------------------------------------------------------
     def inline_call(self, parent: Frame | None, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> Value:

@@ -69,9 +69,21 @@ class _Lowering:
         self.nodes[src] = n
         return n
 
-    def add(self, g: spec.Guard) -> None:
+    def add(self, g: spec.Guard, dims: dict) -> None:
+        if g.kind == spec.TENSOR_MATCH and g.source in dims:      # symbolic sizes: not all checked
+            sizes, strides = dims[g.source]
+            self.node(g.source).add_tensor_match(g.value, str(g) + _symbolic_note(sizes, strides),
+                                                 sizes=list(sizes),
+                                                 strides=None if strides is None else list(strides))
+            return
         method, convert = _LEAVES[g.kind]
         getattr(self.node(g.source), method)(convert(g.value), str(g))
+
+
+def _symbolic_note(sizes, strides) -> str:
+    def show(dims):
+        return "[" + ", ".join("*" if d is None else str(d) for d in dims) + "]"
+    return f" (checked: size={show(sizes)}" + ("" if strides is None else f", stride={show(strides)}") + ")"
 
 
 def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
@@ -82,13 +94,13 @@ def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
     # SAME_OBJECT pairs need both objects in slots: inputs have theirs; others get extra slots
     # after the inputs and pass-through values (never passed to the compiled graph).
     extra: dict[Source, int] = {}
-    for pair in guards.same_object:
-        for src in pair:
-            if src not in input_sources and src not in extra:
-                extra[src] = n_fixed + len(extra)
+    shape_sources = [src for c in guards.shape_checks for src, _, _ in c.reads]
+    for src in [s for pair in guards.same_object for s in pair] + shape_sources:
+        if src not in input_sources and src not in extra:
+            extra[src] = n_fixed + len(extra)
     low = _Lowering(n_fixed + len(extra))
     for g in guards.guards:
-        low.add(g)
+        low.add(g, guards.dims)
     for i, src in enumerate(input_sources):
         low.node(src).set_slot(i)
     for k, src in enumerate(passthrough_sources):
@@ -106,6 +118,9 @@ def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
     if len(alias_slots) > 1:
         low.root.add_no_aliasing(alias_slots, "NO_TENSOR_ALIASING: " +
                                  ", ".join(s.name() for s in guards.no_aliasing))
+    for c in guards.shape_checks:
+        low.root.add_shape_check([(slot_of(src), what, dim) for src, what, dim in c.reads],
+                                 list(c.program), str(c))
     if guards.global_state:
         low.root.add_global_state("GLOBAL_STATE: grad_mode, inference_mode, autocast, default_dtype, "
                                   "deterministic_algorithms")

@@ -44,6 +44,32 @@ class Guard:
         return f"{self.kind}: {self.source.name()} {detail}"
 
 
+# What a shape relation reads of a value: a tensor's size or stride at a dim, its storage offset,
+# or the value itself (a Python int). Numbers shared with csrc/guard_leaves.h (ShapeReadKind).
+SIZE, STRIDE, STORAGE_OFFSET, INT_VALUE = 0, 1, 2, 3
+_READ_TEXT = {SIZE: "size()[{}]", STRIDE: "stride()[{}]", STORAGE_OFFSET: "storage_offset()"}
+
+
+def read_text(source: Source, what: int, dim: int) -> str:
+    if what == INT_VALUE:
+        return source.name()
+    return f"{source.name()}.{_READ_TEXT[what].format(dim)}"
+
+
+@dataclass(frozen=True)
+class ShapeCheck:
+    """One relation over sizes, strides, storage offsets and ints of the inputs (dynamic shapes):
+    ``reads`` are (source, what, dim); ``program`` is the postfix program over them that the C++
+    leaf runs (guards/shape_expr.py); ``text`` is the relation written with source names."""
+
+    reads: tuple[tuple[Source, int, int], ...]
+    program: tuple[int, ...]
+    text: str
+
+    def __str__(self) -> str:
+        return f"SHAPE: {self.text}"
+
+
 @dataclass
 class GuardSet:
     """Everything one cache entry checks: per-source guards, plus frame-wide checks."""
@@ -56,6 +82,11 @@ class GuardSet:
     same_object: list[tuple[Source, Source]] = field(default_factory=list)
     # Grad mode / inference mode / autocast as seen at trace time (checked in C++).
     global_state: bool = True
+    # Tensor inputs with symbolic sizes: source -> (sizes, strides) that TENSOR_MATCH checks,
+    # None for a symbolic entry (the relations below check those).
+    dims: dict[Source, tuple[tuple, tuple | None]] = field(default_factory=dict)
+    # Relations between symbolic sizes (dynamic shapes), in the order they are checked.
+    shape_checks: list[ShapeCheck] = field(default_factory=list)
 
     def add(self, source: Source, kind: str, value: Any) -> None:
         g = Guard(source, kind, value)
@@ -72,6 +103,7 @@ class GuardSet:
             lines.append("NO_TENSOR_ALIASING: " + ", ".join(s.name() for s in self.no_aliasing))
         for first, again in self.same_object:
             lines.append(f"SAME_OBJECT: {again.name()} is {first.name()}")
+        lines.extend(str(c) for c in self.shape_checks)
         if self.global_state:
             lines.append("GLOBAL_STATE: grad_mode, inference_mode, autocast")
         return "\n".join(lines)

@@ -8,6 +8,7 @@ from .. import hub
 from ..exc import PythonError, Unsupported
 from ..iteration import items_of
 from ..pyops import as_constant, delitem, fold, getitem, set_add, setitem
+from ..scalars import SymSliceValue, is_sym
 from ..tracer import Frame, handler
 from ..values import ConstantValue, DictValue, ListValue, SetValue, TupleValue, Value
 
@@ -73,6 +74,9 @@ def format_value(f: Frame, inst: Instr) -> None:
 @handler("BUILD_SLICE")
 def build_slice(f: Frame, inst: Instr) -> None:
     parts = f.popn(inst.oparg)
+    if any(is_sym(p) for p in parts):          # a symbolic size as a bound: a graph argument
+        f.push(SymSliceValue(parts))
+        return
     vals = []
     for p in parts:
         ok, c = as_constant(p)
@@ -173,6 +177,8 @@ def delete_subscr(f: Frame, inst: Instr) -> None:
 
 
 def _slice_of(start: Value, stop: Value) -> Value:
+    if is_sym(start) or is_sym(stop):
+        return SymSliceValue([start, stop])
     ok1, a = as_constant(start)
     ok2, b = as_constant(stop)
     if not (ok1 and ok2):

@@ -1,0 +1,266 @@
+"""Dynamic shapes in the frontend: which sizes of a graph input are symbolic (the policy),
+the ShapeEnv they live in, and the guards they leave behind.
+
+The policy, per dimension of a tensor input (torch.compile's):
+
+    mark_dynamic(t, d)                 symbolic, its own symbol; specializing it is an error
+    mark_static(t, d)                  static (mark_dynamic wins over it)
+    maybe_mark_dynamic(t, d)           symbolic, its own symbol
+    dynamic=True                       symbolic (duck sized: equal sizes share one symbol)
+    dynamic=None, automatic dynamic    static at the first compile; a dimension whose size
+                                       changed since the code's last compile is symbolic
+    dynamic=False                      static, marks included
+
+Sizes 0 and 1 stay specialized (ShapeEnv's ``specialize_zero_one``). The ShapeEnv is made on
+the first symbolic input only (its first construction costs most of a second). After the
+trace, ``produce_guards`` turns what the ShapeEnv learned into guard specs: which dims
+TENSOR_MATCH leaves unchecked, and the relations (``s0 >= 2``, ``s0 == s1``, the strides of a
+contiguous input, the guards the trace added by branching on sizes) that the C++
+``shape_check`` leaf evaluates.
+"""
+from __future__ import annotations
+
+import functools
+import traceback
+import types
+from typing import Any, Callable
+
+import sympy
+import torch
+import torch._guards
+from torch.fx.experimental.symbolic_shapes import (
+    ConstraintViolationError,
+    DimDynamic,
+    RelaxedUnspecConstraint,
+    ShapeEnv,
+    StatelessSymbolicContext,
+    StrictMinMaxConstraint,
+)
+from torch.utils._sympy.numbers import int_oo
+from torch.utils._sympy.value_ranges import ValueRanges
+
+from .. import config, shape_state
+from ..guards import spec
+from ..guards.shape_expr import EQ, READ, UnsupportedShapeExpr, compile_relation, text
+from ..guards.sources import Source
+
+
+class ShapeSource(torch._guards.Source):
+    """One of our sources as ShapeEnv wants it (a ``torch._guards.Source``): it names the
+    symbols it creates after the source (``TensorPropertySource(ShapeSource(L['x']), SIZE, 0)``)."""
+
+    def __init__(self, source: Source):
+        self.source = source
+
+    @property
+    def _name_template(self) -> str:
+        return self.source.name()
+
+    @functools.cached_property
+    def guard_source(self) -> torch._guards.GuardSource:
+        return torch._guards.GuardSource.LOCAL
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ShapeSource) and other.source == self.source
+
+    def __hash__(self) -> int:
+        return hash(self.source)
+
+
+class TracingShapeEnv(ShapeEnv):
+    """A ShapeEnv that remembers where the trace fixed a symbol to a number (the user line a
+    ``mark_dynamic`` error names)."""
+
+    def __init__(self, where: Callable[[], traceback.FrameSummary | None], **kwargs: Any):
+        super().__init__(**kwargs)
+        self.where = where
+        self.specialized: dict[sympy.Symbol, traceback.FrameSummary | None] = {}
+        self.guards = _GuardList(self)          # each guard with the user line that added it
+        self.guard_lines: list[traceback.FrameSummary | None] = []
+
+    def line_of(self, sym: sympy.Symbol) -> traceback.FrameSummary | None:
+        """The user line of the first guard on ``sym`` (or where it was replaced by a number)."""
+        for g, line in zip(self.guards, self.guard_lines):
+            if sym in g.expr.free_symbols and line is not None:
+                return line
+        return self.specialized.get(sym)
+
+    def _set_replacement(self, a: sympy.Symbol, tgt: sympy.Expr, msg: str) -> None:
+        if tgt.is_number and a not in self.specialized:
+            self.specialized[a] = self.where()
+        super()._set_replacement(a, tgt, msg)
+
+
+class _GuardList(list):
+    def __init__(self, env: TracingShapeEnv):
+        super().__init__()
+        self.env = env
+
+    def append(self, guard: Any) -> None:
+        super().append(guard)
+        self.env.guard_lines.append(self.env.where())
+
+
+class ShapePolicy:
+    """Which dims of each tensor input are symbolic, for one trace of ``code``."""
+
+    def __init__(self, code: types.CodeType, dynamic: bool | None):
+        self.code = code
+        self.dynamic = dynamic
+        # decided once per compile (a frame split at a break is traced twice: same answers)
+        self._decided: dict[str, StatelessSymbolicContext | None] = {}
+        self.inputs: list[tuple[Source, torch.Tensor]] = []        # symbolic inputs: (source, fake)
+        self.marked: list[tuple[Source, int]] = []                 # mark_dynamic dims: (source, dim)
+
+    def start_trace(self) -> None:
+        self.inputs.clear()
+        self.marked.clear()
+
+    def context(self, t: torch.Tensor, source: Source) -> StatelessSymbolicContext | None:
+        """The symbolic context of a tensor input, or None when every dim stays static."""
+        name = source.name()
+        if name not in self._decided:
+            self._decided[name] = self._decide(t, name)
+        ctx = self._decided[name]
+        if ctx is not None:
+            for d in sorted(shape_state.marks(t, shape_state.DYNAMIC_DIMS)):
+                self.marked.append((source, d))
+        return ctx
+
+    def _decide(self, t: torch.Tensor, name: str) -> StatelessSymbolicContext | None:
+        sizes = tuple(t.shape)
+        before = shape_state.seen(self.code, name)
+        if self.dynamic is False:
+            return None
+        marked = shape_state.marks(t, shape_state.DYNAMIC_DIMS)
+        maybe = shape_state.marks(t, shape_state.MAYBE_DYNAMIC_DIMS)
+        static = shape_state.marks(t, shape_state.STATIC_DIMS)
+        everywhere = self.dynamic is True or (self.dynamic is None and not config.assume_static_by_default)
+        changed: set[int] = set()
+        if self.dynamic is None and config.automatic_dynamic_shapes and before is not None \
+                and len(before) == len(sizes):
+            changed = {d for d, (a, b) in enumerate(zip(before, sizes)) if a is None or a != b}
+        dims: list[DimDynamic] = []
+        constraints: list[StrictMinMaxConstraint | RelaxedUnspecConstraint | None] = []
+        for d in range(len(sizes)):
+            if d in marked:
+                lo, hi = shape_state.dim_range(t, d)
+                dims.append(DimDynamic.DYNAMIC)
+                constraints.append(StrictMinMaxConstraint(
+                    vr=ValueRanges(lower=0 if lo is None else lo, upper=int_oo if hi is None else hi),
+                    warn_only=False) if lo is not None or hi is not None else RelaxedUnspecConstraint(warn_only=False))
+            elif d in static:
+                dims.append(DimDynamic.STATIC)
+                constraints.append(None)
+            elif d in maybe:
+                dims.append(DimDynamic.DYNAMIC)
+                constraints.append(None)
+            elif everywhere or d in changed:
+                dims.append(DimDynamic.DUCK)
+                constraints.append(None)
+            else:
+                dims.append(DimDynamic.STATIC)
+                constraints.append(None)
+        shape_state.record(self.code, name, tuple(None if k != DimDynamic.STATIC else s
+                                                  for k, s in zip(dims, sizes)))
+        if all(k == DimDynamic.STATIC for k in dims):
+            return None
+        return StatelessSymbolicContext(dynamic_sizes=dims, constraint_sizes=constraints)
+
+    def note_input(self, source: Source, fake: torch.Tensor) -> None:
+        self.inputs.append((source, fake))
+
+
+def make_shape_env(where: Callable[[], traceback.FrameSummary | None]) -> TracingShapeEnv:
+    return TracingShapeEnv(where, allow_scalar_outputs=bool(config.capture_scalar_outputs),
+                           allow_dynamic_output_shape_ops=bool(config.capture_dynamic_output_shape_ops))
+
+
+def _expr(v: Any) -> Any:
+    return v.node.expr if isinstance(v, torch.SymInt) else sympy.Integer(int(v))
+
+
+def _check_marks(env: TracingShapeEnv, policy: ShapePolicy) -> None:
+    for source, d in policy.marked:
+        fake = next(f for s, f in policy.inputs if s == source)
+        e = env.simplify(_expr(fake.size(d)))
+        if not e.is_number:
+            continue
+        size = fake.size(d)
+        sym = size.node._expr if isinstance(size, torch.SymInt) else None   # before replacements
+        where = env.line_of(sym) if isinstance(sym, sympy.Symbol) else None
+        at = (f" at {where.filename}:{where.lineno}" + (f"\n    {where.line}" if where.line else "")) \
+            if where is not None else " (its size is 0 or 1, which is always specialized)"
+        raise ConstraintViolationError(
+            f"Constraints violated ({source.name()}.size()[{d}])! {source.name()}.size()[{d}] was "
+            f"marked dynamic (xcompile.mark_dynamic), but the traced code specialized it to "
+            f"{int(e)}{at}.\nHint: remove the mark_dynamic call for this dimension, use "
+            f"maybe_mark_dynamic, or change the code so that it does not need the concrete size.")
+
+
+def produce_guards(env: ShapeEnv | None, policy: ShapePolicy, guard_set: spec.GuardSet) -> None:
+    """What the trace assumed about symbolic sizes, as guard specs in ``guard_set``."""
+    if env is None or not policy.inputs:
+        return
+    if isinstance(env, TracingShapeEnv):
+        _check_marks(env, policy)
+    bound: dict[sympy.Symbol, tuple[Source, int, int]] = {}
+    pending: list[tuple[tuple[Source, int, int], Any]] = []
+
+    def visit(read: tuple[Source, int, int], value: Any) -> int | None:
+        e = env.simplify(_expr(value))
+        if e.is_number:
+            return int(e)
+        if isinstance(e, sympy.Symbol) and e not in bound:
+            bound[e] = read
+        else:
+            pending.append((read, e))
+        return None
+
+    for source, fake in policy.inputs:
+        sizes = tuple(visit((source, spec.SIZE, d), s) for d, s in enumerate(fake.size()))
+        guard_set.dims[source] = (sizes, None)
+    for source, fake in policy.inputs:
+        strides = tuple(visit((source, spec.STRIDE, d), s) for d, s in enumerate(fake.stride()))
+        off = visit((source, spec.STORAGE_OFFSET, 0), fake.storage_offset())
+        if off is not None and off != 0:
+            pending.append(((source, spec.STORAGE_OFFSET, 0), sympy.Integer(off)))
+        guard_set.dims[source] = (guard_set.dims[source][0], strides)
+    names = {s: spec.read_text(*r) for s, r in bound.items()}
+
+    def check(expr: Any, first: tuple[Source, int, int] | None = None) -> None:
+        reads: list[tuple[Source, int, int]] = [] if first is None else [first]
+        index: dict[sympy.Symbol, int] = {}
+
+        def read_index(sym: sympy.Symbol) -> int:
+            if sym not in index:
+                if sym not in bound:
+                    raise UnsupportedShapeExpr(f"symbol {sym} has no source")
+                index[sym] = len(reads)
+                reads.append(bound[sym])
+            return index[sym]
+
+        program = compile_relation(expr, read_index)
+        if first is not None:
+            program = [READ, 0, *program, EQ]
+            shown = f"{spec.read_text(*first)} == {text(expr, names)}"
+        else:
+            shown = text(expr, names)
+        guard_set.shape_checks.append(spec.ShapeCheck(tuple(reads), tuple(program), shown))
+
+    for read, e in pending:                                   # duck sizing, strides of inputs
+        check(e, first=read)
+    for sym in bound:                                         # ranges: 0/1 specialized, marks
+        vr = env.var_to_range.get(sym)
+        if vr is None:
+            continue
+        if vr.lower not in (-int_oo, sympy.S.NegativeInfinity) and (vr.lower > 0 or bound[sym][1] != spec.SIZE):
+            check(sympy.GreaterThan(sym, vr.lower))
+        if vr.upper not in (int_oo, sympy.S.Infinity):
+            check(sympy.LessThan(sym, vr.upper))
+    for g in env.guards:                                      # what the trace branched on
+        e = env.simplify(g.expr)
+        if e is sympy.true or e == sympy.true:
+            continue
+        check(e)
+
