@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard, cast
 
 import torch
 import torch.fx
@@ -84,7 +84,7 @@ def enabled() -> bool:
     return bool(config.capture_scalar_outputs)
 
 
-def is_sym(v: Any) -> bool:
+def is_sym(v: Any) -> TypeGuard[SymScalarValue]:
     return isinstance(v, SymScalarValue)
 
 
@@ -116,7 +116,7 @@ def tolist(tx: "Tracer", t: TensorValue) -> Value:
         parts = []
         for i in range(v.fake.shape[0]):
             sub = tx.gb.call("call_function", operator.getitem, (v, ConstantValue(i)))
-            parts.append(walk(sub))
+            parts.append(walk(cast(TensorValue, sub)))   # a row of the tensor
         return ListValue(parts)
 
     return walk(t)
@@ -177,7 +177,7 @@ def to_tensor(tx: "Tracer", fn: Any, args: list[Value], kwargs: dict[str, Value]
     kw = {"dtype": kwargs.get("dtype") or ConstantValue(default)}
     if kwargs.get("device") is not None:
         kw["device"] = kwargs["device"]
-    if kw["dtype"].value is None:
+    if cast(ConstantValue, kw["dtype"]).value is None:   # the kwargs are constants (checked above)
         kw["dtype"] = ConstantValue(default)
     return tx.gb.call("call_function", torch.scalar_tensor, (s,), kw)
 

@@ -6,6 +6,8 @@ Slots: ``[0, n_inputs)`` are the graph's inputs, then one slot per pass-through 
 """
 from __future__ import annotations
 
+from typing import Any, Callable, Sequence
+
 from .. import _C
 from . import spec
 from .sources import (
@@ -26,7 +28,7 @@ def _same(v):
 
 
 # Guard kind -> (GuardNode method that adds its C++ leaf, how the spec's value is passed).
-_LEAVES = {
+_LEAVES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     spec.TYPE_MATCH: ("add_type_match", _same),
     spec.ID_MATCH: ("add_id_match", _same),
     spec.EQUALS_MATCH: ("add_equals_match", _same),
@@ -87,7 +89,7 @@ def _symbolic_note(sizes, strides) -> str:
 
 
 def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
-                 passthrough_sources: list[Source] = ()):
+                 passthrough_sources: Sequence[Source] = ()):
     """Build the C++ RootGuard: guards, input slots, no-aliasing and global state."""
     n_inputs = len(input_sources)
     n_fixed = n_inputs + len(passthrough_sources)
