@@ -74,7 +74,8 @@ struct ShapeRead {
   int what;  // ShapeReadKind
   int dim;   // for kSize / kStride
 };
-std::unique_ptr<RootLeaf> make_shape_check(std::vector<ShapeRead> reads, std::vector<int64_t> program,
-                                           int n_slots, std::string desc);
+std::unique_ptr<RootLeaf> make_shape_check(std::vector<ShapeRead> reads,
+                                           std::vector<int64_t> program, int n_slots,
+                                           std::string desc);
 
 }  // namespace xc

@@ -4,7 +4,8 @@
 //
 // A relation reads its operands first (`reads`: slot, what, dim), then runs `program`, a flat
 // int64 array of opcodes, some followed by one operand:
-//   READ k | CONST c | ADD SUB MUL FLOORDIV MOD NEG ABS MAX MIN POW | EQ NE LT LE GT GE | AND OR NOT
+//   READ k | CONST c | ADD SUB MUL FLOORDIV MOD NEG ABS MAX MIN POW | EQ NE LT LE GT GE | AND OR
+//   NOT
 // Integer arithmetic is Python's (floor division and modulo round toward minus infinity); a
 // division by zero, an overflow, a slot that holds no tensor (or no int), or a missing dimension
 // fails the guard. The program is validated once, at construction (stack depth, operands).
@@ -97,7 +98,8 @@ class ShapeCheck final : public RootLeaf {
       : RootLeaf(std::move(desc)), reads_(std::move(reads)), program_(std::move(program)) {
     if (reads_.size() > kMaxStack) throw std::invalid_argument("shape_check: too many reads");
     for (const ShapeRead& r : reads_) {
-      if (r.slot < 0 || r.slot >= n_slots) throw std::out_of_range("shape_check: slot out of range");
+      if (r.slot < 0 || r.slot >= n_slots)
+        throw std::out_of_range("shape_check: slot out of range");
       if (r.what < 0 || r.what > kIntValue || r.dim < 0) {
         throw std::invalid_argument("shape_check: bad read");
       }
@@ -248,8 +250,9 @@ class ShapeCheck final : public RootLeaf {
 
 }  // namespace
 
-std::unique_ptr<RootLeaf> make_shape_check(std::vector<ShapeRead> reads, std::vector<int64_t> program,
-                                           int n_slots, std::string desc) {
+std::unique_ptr<RootLeaf> make_shape_check(std::vector<ShapeRead> reads,
+                                           std::vector<int64_t> program, int n_slots,
+                                           std::string desc) {
   return std::make_unique<ShapeCheck>(std::move(reads), std::move(program), n_slots,
                                       std::move(desc));
 }

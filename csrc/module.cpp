@@ -174,13 +174,13 @@ PYBIND11_MODULE(_C, m) {
           py::arg("slots"), py::arg("desc"))
       .def(
           "add_shape_check",
-          [](RootGuard& r, std::vector<std::tuple<int, int, int>> reads, std::vector<int64_t> program,
-             std::string desc) {
+          [](RootGuard& r, std::vector<std::tuple<int, int, int>> reads,
+             std::vector<int64_t> program, std::string desc) {
             std::vector<ShapeRead> rs;
             rs.reserve(reads.size());
             for (const auto& [slot, what, dim] : reads) rs.push_back(ShapeRead{slot, what, dim});
-            r.add_root_leaf(make_shape_check(std::move(rs), std::move(program), r.n_slots(),
-                                             std::move(desc)));
+            r.add_root_leaf(
+                make_shape_check(std::move(rs), std::move(program), r.n_slots(), std::move(desc)));
           },
           py::arg("reads"), py::arg("program"), py::arg("desc"),
           "A relation over (slot, what, dim) reads: what 0 size, 1 stride, 2 storage offset, 3 the "
