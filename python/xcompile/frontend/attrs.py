@@ -90,6 +90,8 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
         if raw.fget is None:
             raise Unsupported(f"property {name!r} has no getter")
         fsrc = AttrSource(member_source, "fget") if member_source is not None else None
+        if not isinstance(raw.fget, types.FunctionType):      # property(operator.attrgetter("_x"))
+            return hub.call_value(tx, tx.wrap(raw.fget, fsrc, True), [obj_v], {})
         return tx.inline_call(None, FunctionValue(raw.fget, source=fsrc, covered=True), [obj_v], {})
     if isinstance(raw, staticmethod):       # the class dict holds the staticmethod object
         fsrc = AttrSource(member_source, "__func__") if member_source is not None else None

@@ -50,7 +50,10 @@ def _setter(tx: "Tracer", cls: type, name: str, obj_v: Value, value: Value | Non
             raise PythonError.of(AttributeError(f"property {name!r} of {cls.__name__!r} object has no "
                                                 f"{'setter' if value is not None else 'deleter'}"))
         args = [obj_v, value] if value is not None else [obj_v]
-        tx.inline_call(None, FunctionValue(fn), args, {})
+        if isinstance(fn, types.FunctionType):
+            tx.inline_call(None, FunctionValue(fn), args, {})
+        else:                                   # a builtin or callable object as the accessor
+            hub.call_value(tx, tx.wrap(fn, None, True), args, {})
         return True
     if hasattr(type(raw), "__set__") or hasattr(type(raw), "__delete__"):
         raise Unsupported(f"assignment to {name!r} of {obj_v.describe()}, a {type(raw).__name__} descriptor",
