@@ -297,3 +297,65 @@ def test_training_with_a_symbolic_batch(backend):
         for p, q in zip(model.parameters(), ref.parameters()):
             torch.testing.assert_close(p.grad, q.grad)
             p.grad = q.grad = None
+
+
+def test_int_argument_becomes_symbolic_after_it_changes():
+    def f(x, n):
+        return x * n + n
+    calls = [(torch.randn(3), n) for n in (2, 3, 4, 7, 9)]
+    xc, tc = _counts(f, calls)
+    assert xc == tc == 2
+
+
+def test_int_argument_sizes_a_tensor():
+    def f(x, n):
+        return x.sum() + torch.ones(n, 2).sum(), n * 2
+    xc, tc = _counts(f, [(torch.randn(3), n) for n in (3, 5, 8)], dynamic=True)
+    assert xc == tc == 1
+
+
+def test_int_argument_used_as_a_python_value_is_specialized():
+    def f(x, n):
+        for _ in range(n):
+            x = x * 2
+        return x
+    cnt = CompileCounter()
+    cf = xcompile.compile(f, backend=cnt, dynamic=True)
+    for n in (2, 3, 2, 4):
+        x = torch.randn(3)
+        torch.testing.assert_close(cf(x, n), f(x, n))
+    assert cnt.frame_count == 3
+    dump = xcompile._C.cache_entries(f.__code__)[0].guard.dump()
+    assert "EQUALS_MATCH: L['n'] 4" in dump
+
+
+def test_int_zero_and_one_stay_specialized_and_bools_are_not_ints():
+    def f(x, n):
+        return x + n
+    cnt = CompileCounter()
+    cf = xcompile.compile(f, backend=cnt, dynamic=True)
+    for n in (0, 1, True, 5, 6):
+        x = torch.randn(2)
+        out = cf(x, n)
+        torch.testing.assert_close(out, f(x, n))
+    assert cnt.frame_count == 4            # 0, 1, True, then one symbolic entry for 5 and 6
+
+
+def test_specialize_int_keeps_ints_constant():
+    with xcompile.config.patch(specialize_int=True):
+        xc, _ = _counts(lambda x, n: x * n, [(torch.randn(3), n) for n in (2, 3, 4)])
+    assert xc == 3
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_int_argument_with_compiling_backends(backend):
+    def f(x, n):
+        return (x * n).relu() + torch.arange(n).sum(), n + 1
+    cnt = CompileCounterWithBackend(backend)
+    cf = xcompile.compile(f, backend=cnt, dynamic=True)
+    for n in (3, 4, 6):
+        x = torch.randn(5)
+        out, m = cf(x, n)
+        torch.testing.assert_close(out, f(x, n)[0])
+        assert m == n + 1 and type(m) is int
+    assert cnt.frame_count == 1

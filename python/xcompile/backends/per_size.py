@@ -1,17 +1,22 @@
 """Graphs with symbolic sizes (dynamic shapes) for backends that compile static shapes.
 
-The frontend hands a backend one graph whose input sizes are symbolic (``f32[s0, 5]``); the
-eager backend runs it as it is, for every size. The AOT tracer and the kernel generator still
-specialize to the sizes they are given, so ``aot_eager`` and ``inductor`` wrap such a graph in
-``PerSize``: the backend compiles the graph for the sizes of each distinct call signature it
-meets (sizes and strides of the symbolic inputs), once, and later calls with those sizes go
-straight to that compiled graph. The frame itself is traced once and guarded symbolically, so
-a new size costs a backend compile, not a new cache entry (which the cache size limit counts).
-Each new size is logged under ``XCOMPILE_LOGS=recompiles``.
+The frontend hands a backend one graph whose input sizes are symbolic (``f32[s0, 5]``, and int
+arguments ``Sym(s1)``); the eager backend runs it as it is, for every size. The AOT tracer and
+the kernel generator still specialize to the sizes they are given, so ``aot_eager`` and
+``inductor`` wrap such a graph in ``PerSize``: the backend compiles the graph for the sizes of
+each distinct call signature it meets (sizes and strides of the symbolic tensor inputs, values
+of the symbolic ints), once, and later calls with those sizes go straight to that compiled
+graph. The frame itself is traced once and guarded symbolically, so a new size costs a backend
+compile, not a new cache entry (which the cache size limit counts). Each new size is logged
+under ``XCOMPILE_LOGS=recompiles``.
+
+In the static copy a backend compiles, symbolic int inputs are constants (and are dropped from
+its arguments), and sizes the graph returns (``x.shape[0] + 1``) are computed here from the
+inputs and put back around the backend's result.
 """
 from __future__ import annotations
 
-from typing import Callable, cast
+from typing import Any, Callable, cast
 
 import sympy
 import torch
@@ -20,69 +25,92 @@ from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_sy
 
 from .. import log
 
+_SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_PY = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
+
+
+def _placeholders(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _backed(v: Any) -> bool:
+    return bool(free_symbols(v)) and not free_unbacked_symbols(v)
+
 
 def symbolic_inputs(gm: torch.fx.GraphModule) -> list[int]:
-    """Positions of the placeholders whose example value has symbolic sizes (not captured scalars)."""
-    out = []
-    for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
-        v = n.meta.get("example_value")
-        if isinstance(v, torch.Tensor) and free_symbols(v) and not free_unbacked_symbols(v):
-            out.append(i)
-    return out
+    """Positions of the placeholders with symbolic sizes (not captured scalars), and of the int
+    inputs (symbolic, or fixed by the trace after it made them inputs)."""
+    return [i for i, n in enumerate(_placeholders(gm))
+            if isinstance(n.meta.get("example_value"), torch.SymInt)
+            or (isinstance(n.meta.get("example_value"), torch.Tensor) and _backed(n.meta["example_value"]))]
 
 
 class PerSize:
     """Calls ``compile_static(gm_copy, inputs)`` once per distinct sizes of the symbolic inputs."""
 
+    backend_compiles = 0                  # over all instances (benchmarks/dynamic.py reports it)
+
     def __init__(self, compile_static: Callable, gm: torch.fx.GraphModule, example_inputs: list,
                  positions: list[int], name: str):
         self.compile_static = compile_static
         self.gm = gm
-        self.positions = positions
         self.name = name
+        fakes = [n.meta["example_value"] for n in _placeholders(gm)]
+        self.tensors = [i for i in positions if isinstance(fakes[i], torch.Tensor)]
+        self.ints = [i for i in positions if isinstance(fakes[i], torch.SymInt)]
+        self.fakes = fakes
         self.compiled: dict[tuple, Callable] = {}
         self._compile(self.key(example_inputs), list(example_inputs))
 
     def key(self, args) -> tuple:
-        return tuple((tuple(args[i].shape), args[i].stride()) for i in self.positions)
+        return (tuple((tuple(args[i].shape), args[i].stride()) for i in self.tensors),
+                tuple(args[i] for i in self.ints))
 
     def _compile(self, key: tuple, args: list) -> Callable:
         gm = torch.fx.GraphModule(self.gm, self.gm.graph.__deepcopy__())   # same parameters
+        values = self._bindings(args)
+        placeholders = _placeholders(gm)
+        for i in self.ints:                             # symbolic ints: constants in this copy
+            p = placeholders[i]
+            for user in list(p.users):
+                user.args = _replaced(user.args, p, args[i])
+                user.kwargs = _replaced(user.kwargs, p, args[i])
+            gm.graph.erase_node(p)
         out = gm.graph.output_node()
         outs = list(cast(tuple, out.args[0]))
-        # sizes the graph returns (x.shape[0] + 1) are constants at these sizes: the backend
-        # compiles the tensor outputs only, and the constants are put back around its result
-        sizes = {i: self._value(o.meta["example_value"], args) for i, o in enumerate(outs)
-                 if isinstance(o, torch.fx.Node) and not isinstance(o.meta.get("example_value"), torch.Tensor)
-                 and isinstance(o.meta.get("example_value"), (torch.SymInt, torch.SymFloat, torch.SymBool))}
-        if sizes:
-            out.args = (tuple(o for i, o in enumerate(outs) if i not in sizes),)
-            gm.graph.eliminate_dead_code()
-            gm.recompile()
+        sizes = {i: self._value(o.meta["example_value"], values) for i, o in enumerate(outs)
+                 if isinstance(o, torch.fx.Node) and isinstance(o.meta.get("example_value"), _SYM)}
+        sizes.update({i: o for i, o in enumerate(outs) if not isinstance(o, torch.fx.Node)})
+        out.args = (tuple(o for i, o in enumerate(outs) if i not in sizes),)
+        gm.recompile()            # (no dead-code pass: FX would drop in-place method calls)
         for n in gm.graph.nodes:                      # the static compile traces its own fakes
             n.meta.pop("example_value", None)
         if self.compiled:
             log.log("recompiles", "%s: compiling the dynamic graph for new sizes %s (%d so far)",
-                    self.name, [k[0] for k in key], len(self.compiled) + 1)
-        fn = self.compile_static(gm, args)
-        if sizes:
-            fn = _with_constants(fn, sizes, len(outs))
-        self.compiled[key] = fn
-        return fn
+                    self.name, key, len(self.compiled) + 1)
+        kept = [a for i, a in enumerate(args) if i not in self.ints]
+        fn = self.compile_static(gm, kept)
+        PerSize.backend_compiles += 1
+        self.compiled[key] = _adapted(fn, set(self.ints), sizes, len(outs))
+        return self.compiled[key]
 
-    def _value(self, sym, args: list):
-        """A symbolic number's value for these inputs: its expression with each input symbol
-        replaced by the size (stride, offset) it stands for."""
+    def _bindings(self, args: list) -> dict:
+        """Each input symbol -> the size (stride, offset, int) it stands for in ``args``."""
         values = {}
-        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        for i in self.positions:
-            fake, real = placeholders[i].meta["example_value"], args[i]
+        for i in self.tensors:
+            fake, real = self.fakes[i], args[i]
             for f, r in [*zip(fake.size(), real.size()), *zip(fake.stride(), real.stride()),
                          (fake.storage_offset(), real.storage_offset())]:
                 if isinstance(f, torch.SymInt) and isinstance(f.node.expr, sympy.Symbol):
                     values[f.node.expr] = r
-        expr = sym.node.expr.xreplace(values)
-        return {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}[type(sym)](expr)
+        for i in self.ints:
+            if isinstance(self.fakes[i].node.expr, sympy.Symbol):
+                values[self.fakes[i].node.expr] = args[i]
+        return values
+
+    @staticmethod
+    def _value(sym, values: dict):
+        return _PY[type(sym)](sym.node.expr.xreplace(values))
 
     def __call__(self, *args):
         fn = self.compiled.get(self.key(args))
@@ -91,8 +119,25 @@ class PerSize:
         return fn(*args)
 
 
-def _with_constants(fn: Callable, constants: dict[int, object], n: int) -> Callable:
+def _replaced(tree: Any, node: torch.fx.Node, value: Any) -> Any:
+    if tree is node:
+        return value
+    if isinstance(tree, (tuple, list)):
+        return type(tree)(_replaced(t, node, value) for t in tree)
+    if isinstance(tree, dict):
+        return {k: _replaced(t, node, value) for k, t in tree.items()}
+    if isinstance(tree, slice):
+        return slice(_replaced(tree.start, node, value), _replaced(tree.stop, node, value),
+                     _replaced(tree.step, node, value))
+    return tree
+
+
+def _adapted(fn: Callable, drop: set[int], constants: dict[int, object], n: int) -> Callable:
+    """``fn`` (compiled without the dropped inputs and constant outputs) called as the graph is."""
+    if not drop and not constants:
+        return fn
+
     def run(*args):
-        outs = iter(fn(*args))
+        outs = iter(fn(*[a for i, a in enumerate(args) if i not in drop]) if drop else fn(*args))
         return tuple(constants[i] if i in constants else next(outs) for i in range(n))
     return run

@@ -299,7 +299,7 @@ def _delitem(tx, args, kwargs):
 
 @builtin(operator.index)
 def _index(tx, args, kwargs):
-    ok, c = as_constant(args[0])
+    ok, c = as_constant(args[0], specialize=True)
     if not ok or not isinstance(c, int):
         raise Unsupported(f"operator.index of {args[0].describe()}")
     return ConstantValue(operator.index(c))

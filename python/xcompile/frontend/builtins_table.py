@@ -32,7 +32,7 @@ def consts(args: list[Value], what: str) -> list[Any]:
     """The Python constants ``args`` stand for; Unsupported naming ``what`` if one is not constant."""
     out = []
     for a in args:
-        ok, c = as_constant(a)
+        ok, c = as_constant(a, specialize=True)
         if not ok:
             raise Unsupported(f"{what} on {a.describe()}")
         out.append(c)

@@ -26,7 +26,7 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     UnsupportedOperatorException,
 )
-from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, GuardOnDataDependentSymNode
 from torch.utils._pytree import tree_map
 
 from .. import config
@@ -110,7 +110,7 @@ class GraphBuilder:
         self.grad_enabled = grad_enabled
         self.autocast_modes: list[tuple] = []          # active torch.autocast(...) arguments, innermost last
         self.input_sources: list[Source] = []
-        self.example_inputs: list[torch.Tensor] = []
+        self.example_inputs: list[Any] = []                 # tensors, and ints (symbolic int inputs)
         self.root: dict[str, Any] = {}                 # get_attr target -> the real tensor
         self.by_id: dict[int, TensorValue] = {}        # id(real tensor) -> its value (one input per object)
         self._keepalive: list[Any] = []
@@ -159,6 +159,28 @@ class GraphBuilder:
         v = TensorValue(node, fake, cls, source=source)
         self._remember(t, v)
         return v
+
+    def sym_int_input(self, value: int, source: Source) -> Value:
+        """A Python int argument as a graph input with a symbolic value (dynamic shapes)."""
+        if self.fake_mode.shape_env is None:
+            self.fake_mode.shape_env = make_shape_env(self._where)
+        env = self.fake_mode.shape_env
+        sym = env.create_unspecified_symint_and_symbol(value, ShapeSource(source), DimDynamic.DYNAMIC)
+        if not isinstance(sym, torch.SymInt):                 # the ShapeEnv specialized it
+            return ConstantValue(value, source=source, covered=True)
+        name = _identifier("l_" + source_to_name(source))
+        ctx = self.graph.inserting_before(None) if self._last_placeholder is None else \
+            self.graph.inserting_after(self._last_placeholder)
+        with ctx:
+            node = self.graph.placeholder(name)
+        node.meta["example_value"] = sym
+        node.meta["source"] = source
+        self._last_placeholder = node
+        self.input_sources.append(source)
+        self.example_inputs.append(value)
+        assert self.shapes is not None
+        self.shapes.note_int(source, sym)
+        return scalars.SymScalarValue(node, sym, source=source, covered=True)
 
     def get_attr(self, t: torch.Tensor, source: Source) -> TensorValue:
         known = self.by_id.get(id(t))

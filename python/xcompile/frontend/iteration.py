@@ -91,7 +91,7 @@ def length_of(tx: "Tracer", v: Value) -> int:
         return row(tx, v)
     n = hub.call_dunder(tx, v, "__len__", [])
     if n is not hub.NOT_DEFINED:
-        ok, c = hub.as_constant(n)
+        ok, c = hub.as_constant(n, specialize=True)
         if ok and isinstance(c, int):
             return c
     elif isinstance(storage := dict_storage(v), DictValue) and storage is not v:

@@ -61,21 +61,24 @@ def fold(fn: Callable, *args: Any, what: str = "") -> Value:
     return ConstantValue(r)
 
 
-def as_constant(v: Value) -> tuple[bool, Any]:
-    """(True, python value) when ``v`` is a constant or a container of constants. A symbolic
-    size (dynamic shapes) counts as its current value: asking for it installs a guard that
-    keeps it (``scalars.specialize``); a captured scalar's value is unknown."""
+def as_constant(v: Value, specialize: bool = False) -> tuple[bool, Any]:
+    """(True, python value) when ``v`` is a constant or a container of constants.
+
+    A symbolic size (dynamic shapes) is not a constant to a probe; with ``specialize=True``
+    (where the interpreter cannot go on without the number: a dict key, an index into a list,
+    an f-string) it counts as its current value, and a guard keeps it so
+    (``scalars.specialize``). A captured scalar's value is never known."""
     if isinstance(v, ConstantValue):
         return True, v.value
     if isinstance(v, scalars.SymScalarValue):
-        return (True, scalars.specialize(v).value) if scalars.is_backed(v) else (False, None)
+        return (True, scalars.specialize(v).value) if specialize and scalars.is_backed(v) else (False, None)
     if isinstance(v, scalars.SymSliceValue):
-        parts = [as_constant(p) for p in v.parts]
+        parts = [as_constant(p, specialize) for p in v.parts]
         return (True, slice(*(c for _, c in parts))) if all(ok for ok, _ in parts) else (False, None)
     if isinstance(v, (TupleValue, ListValue)):
         vals = []
         for x in v.items:
-            ok, c = as_constant(x)
+            ok, c = as_constant(x, specialize)
             if not ok:
                 return False, None
             vals.append(c)
@@ -397,7 +400,7 @@ def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
 
 
 def _constant_key(container: Value, key: Value) -> Any:
-    ok, k = as_constant(key)
+    ok, k = as_constant(key, specialize=True)
     if not ok:
         if isinstance(key, TensorValue) and isinstance(container, (ListValue, TupleValue)):
             raise Unsupported("indexing a list with a tensor", "The index value is data-dependent.")
@@ -446,7 +449,7 @@ def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
     if isinstance(container, TensorValue):
         tx.gb.call("call_function", operator.setitem, (container, key, value))
         return
-    ok, k = as_constant(key)
+    ok, k = as_constant(key, specialize=True)
     if not ok:
         raise Unsupported(f"item assignment on {container.describe()} with key {key.describe()}")
     if isinstance(container, ListValue):
@@ -467,7 +470,7 @@ def delitem(tx: "Tracer", container: Value, key: Value) -> None:
     if hub.call_dunder(tx, container, "__delitem__", [key]) is not hub.NOT_DEFINED:
         return
     container = dict_storage(container)
-    ok, k = as_constant(key)
+    ok, k = as_constant(key, specialize=True)
     if ok and isinstance(container, (ListValue, DictValue)):
         note_mutation(tx, container)
         del container.items[k]

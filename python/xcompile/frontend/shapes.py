@@ -39,7 +39,7 @@ from torch.fx.experimental.symbolic_shapes import (
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
-from .. import config, shape_state
+from .. import config, log, shape_state
 from ..guards import spec
 from ..guards.shape_expr import EQ, READ, UnsupportedShapeExpr, compile_relation, text
 from ..guards.sources import Source
@@ -87,7 +87,9 @@ class TracingShapeEnv(ShapeEnv):
 
     def _set_replacement(self, a: sympy.Symbol, tgt: sympy.Expr, msg: str) -> None:
         if tgt.is_number and a not in self.specialized:
-            self.specialized[a] = self.where()
+            line = self.specialized[a] = self.where()
+            log.log("dynamic", "%s specialized to %s at %s", a, tgt,
+                    f"{line.filename}:{line.lineno}: {line.line}" if line is not None else "(no user line)")
         super()._set_replacement(a, tgt, msg)
 
 
@@ -98,7 +100,10 @@ class _GuardList(list):
 
     def append(self, guard: Any) -> None:
         super().append(guard)
-        self.env.guard_lines.append(self.env.where())
+        line = self.env.where()
+        self.env.guard_lines.append(line)
+        log.log("dynamic", "guard %s added at %s", guard.expr,
+                f"{line.filename}:{line.lineno}: {line.line}" if line is not None else "(no user line)")
 
 
 class ShapePolicy:
@@ -109,11 +114,14 @@ class ShapePolicy:
         self.dynamic = dynamic
         # decided once per compile (a frame split at a break is traced twice: same answers)
         self._decided: dict[str, StatelessSymbolicContext | None] = {}
+        self._decided_ints: dict[str, bool] = {}
         self.inputs: list[tuple[Source, torch.Tensor]] = []        # symbolic inputs: (source, fake)
+        self.ints: list[tuple[Source, torch.SymInt]] = []          # symbolic int arguments
         self.marked: list[tuple[Source, int]] = []                 # mark_dynamic dims: (source, dim)
 
     def start_trace(self) -> None:
         self.inputs.clear()
+        self.ints.clear()
         self.marked.clear()
 
     def context(self, t: torch.Tensor, source: Source) -> StatelessSymbolicContext | None:
@@ -170,6 +178,26 @@ class ShapePolicy:
     def note_input(self, source: Source, fake: torch.Tensor) -> None:
         self.inputs.append((source, fake))
 
+    def int_is_symbolic(self, value: int, source: Source) -> bool:
+        """A Python int argument: symbolic under dynamic=True, or once it took two values
+        (automatic dynamic); never when ``config.specialize_int``; 0 and 1 always specialized."""
+        name = source.name()
+        if name in self._decided_ints:
+            return self._decided_ints[name]
+        before = shape_state.seen(self.code, name)
+        if self.dynamic is False or config.specialize_int or value in (0, 1):
+            symbolic = False
+        elif self.dynamic is True or (self.dynamic is None and not config.assume_static_by_default):
+            symbolic = True
+        else:
+            symbolic = bool(config.automatic_dynamic_shapes and before is not None and before != (value,))
+        shape_state.record(self.code, name, (None,) if symbolic else (value,))
+        self._decided_ints[name] = symbolic
+        return symbolic
+
+    def note_int(self, source: Source, sym: torch.SymInt) -> None:
+        self.ints.append((source, sym))
+
 
 def make_shape_env(where: Callable[[], traceback.FrameSummary | None]) -> TracingShapeEnv:
     return TracingShapeEnv(where, allow_scalar_outputs=bool(config.capture_scalar_outputs),
@@ -200,7 +228,7 @@ def _check_marks(env: TracingShapeEnv, policy: ShapePolicy) -> None:
 
 def produce_guards(env: ShapeEnv | None, policy: ShapePolicy, guard_set: spec.GuardSet) -> None:
     """What the trace assumed about symbolic sizes, as guard specs in ``guard_set``."""
-    if env is None or not policy.inputs:
+    if env is None or not (policy.inputs or policy.ints):
         return
     if isinstance(env, TracingShapeEnv):
         _check_marks(env, policy)
@@ -217,6 +245,10 @@ def produce_guards(env: ShapeEnv | None, policy: ShapePolicy, guard_set: spec.Gu
             pending.append((read, e))
         return None
 
+    for source, sym in policy.ints:                       # int arguments first: ``n`` names s0
+        value = visit((source, spec.INT_VALUE, 0), sym)
+        if value is not None:                                 # specialized by the trace
+            guard_set.add(source, spec.EQUALS_MATCH, value)
     for source, fake in policy.inputs:
         sizes = tuple(visit((source, spec.SIZE, d), s) for d, s in enumerate(fake.size()))
         guard_set.dims[source] = (sizes, None)

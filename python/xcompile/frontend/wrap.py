@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, Source
+from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from . import hub, rules, tracing_rules
 from .exc import Unsupported
 from .side_effects import BlindList, BlindSet
@@ -73,6 +73,15 @@ def _module(tx, m, source, covered) -> Value:
     if _needs_guard(source, covered):
         tx.guards.module_tree(source, m)
     return ModuleValue(m, source=source, covered=True)
+
+
+def _int(tx: "Tracer", obj: int, source, covered) -> Value:
+    """An int argument of the frame: a symbolic graph input when the dynamic-shapes policy says
+    so (frontend/shapes.py), else a constant guarded by value."""
+    if isinstance(source, LocalSource) and not covered and tx.shapes.int_is_symbolic(obj, source):
+        tx.guards.object_type(source, obj)
+        return tx.gb.sym_int_input(obj, source)
+    return _constant(tx, obj, source, covered)
 
 
 def _constant(tx, obj, source, covered) -> Value:
@@ -214,6 +223,7 @@ def _is_plain_dict(obj) -> bool:
 _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
     (lambda o: isinstance(o, torch.Tensor), _tensor),
     (lambda o: isinstance(o, torch.nn.Module), _module),
+    (lambda o: type(o) is int, _int),
     (is_constant, _constant),
     (lambda o: type(o) is list, _list),
     (lambda o: isinstance(o, tuple), _tuple),

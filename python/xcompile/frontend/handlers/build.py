@@ -32,7 +32,7 @@ def build_set(f: Frame, inst: Instr) -> None:
 
 
 def _key(v: Value):
-    ok, k = as_constant(v)
+    ok, k = as_constant(v, specialize=True)
     if not ok:
         raise Unsupported(f"dict key {v.describe()}", "Only constant dict keys are supported.")
     return k
@@ -62,7 +62,7 @@ def format_value(f: Frame, inst: Instr) -> None:
     conv, has_spec = inst.argval
     spec = cast(ConstantValue, f.pop()).value if has_spec else ""
     v = f.pop()
-    ok, c = as_constant(v)
+    ok, c = as_constant(v, specialize=True)
     if not ok:
         raise Unsupported(f"f-string formatting of {v.describe()}",
                           "Only constants can be formatted inside a compiled region.")
