@@ -21,6 +21,7 @@ import warnings
 
 import torch
 import torch.fx
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import config, log
 from ..aot.aliasing import WrittenInputsChecked, any_shared
@@ -106,7 +107,6 @@ def _returns_detached_input(aten_gm: torch.fx.GraphModule, primals: list) -> boo
     no_grad), other than the input itself: the kernels return it as ``as_strided`` of the
     input, which requires grad; eager's ``x.detach()`` does not. aot's runtime rebuilds each
     such output as eager made it (from ``x.detach()`` for that one)."""
-    from torch.multiprocessing.reductions import StorageWeakRef
     placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
     inputs = {StorageWeakRef(v.untyped_storage()) for n, p in zip(placeholders, primals)
               for v in (n.meta.get("val"),)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Callable
 
+from ..warmup import import_guarded
+
 _BUILTIN = {
     "eager": "xcompile.backends.eager:eager",
     "aot_eager": "xcompile.backends.aot_eager:aot_eager",
@@ -51,7 +53,6 @@ def lookup_backend(backend) -> Callable:
     if backend in _BUILTIN:
         mod, _, attr = _BUILTIN[backend].partition(":")
         try:
-            from ..warmup import import_guarded
             fn = getattr(import_guarded(mod), attr)
         except (ImportError, AttributeError) as e:
             raise RuntimeError(f"backend {backend!r} is not available: {e}") from e

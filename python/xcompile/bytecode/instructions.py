@@ -14,6 +14,7 @@ EXTENDED_ARG and CACHE are dropped (their effect is already in the next ``arg``)
 from __future__ import annotations
 
 import dis
+import sys
 import types
 from dataclasses import dataclass
 from typing import Any, cast
@@ -52,7 +53,6 @@ class Instr:
 
 
 def decode(code: types.CodeType, facts: VersionFacts | None = None) -> list[Instr]:
-    import sys
     facts = facts or facts_for(sys.version_info[:2])
     everything = list(dis.get_instructions(code))
     raw = [i for i in everything if i.opname not in _DROP]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from . import attrs, builtins_rules, hub, marks, tracing_rules
 from .exc import Unsupported
@@ -50,7 +51,6 @@ class HookHandleValue(Value):
     entry: FrameHook
 
     def python_type(self) -> type:
-        from torch.utils.hooks import RemovableHandle
         return RemovableHandle
 
     def describe(self) -> str:

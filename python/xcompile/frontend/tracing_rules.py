@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.utils._pytree as pytree
 import torch.utils.checkpoint
+from torch.utils.checkpoint import noop_context_fn
 
 from .. import _C
 from ..guards.sources import AttrSource
@@ -260,7 +261,6 @@ def _checkpoint(tx, obj, args, kwargs) -> Value:
     recomputation in the backward (CheckpointError). The reentrant form (its recomputation
     does not compare saved tensors) and a custom ``context_fn`` or ``debug`` still break: the call
     runs eagerly."""
-    from torch.utils.checkpoint import noop_context_fn
 
 
     def const(name, default):

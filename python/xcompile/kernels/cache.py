@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from .. import config
+from .cpp_prelude import have_libmvec
 
 CPP_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fno-math-errno",
              "-fno-trapping-math", "-shared", "-fPIC", "-std=gnu++17", "-w"]
@@ -59,7 +60,6 @@ def _machine() -> str:
 
 
 def _link_flags() -> list[str]:
-    from .cpp_prelude import have_libmvec
     return ["-lmvec", "-lm"] if have_libmvec() else ["-lm"]
 
 

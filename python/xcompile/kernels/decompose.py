@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Callable, Sequence, cast
 
 import torch
 import torch.fx
+from torch._decomp import decompositions as tdec
 from torch._decomp import get_decompositions
+from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
 from torch.fx.experimental.proxy_tensor import make_fx
 
 if TYPE_CHECKING:
@@ -46,8 +48,6 @@ DECOMPOSITIONS = cast("dict[OpOverload, Callable]", get_decompositions(_DECOMPOS
 def _softmax(x: torch.Tensor, dim: int, half_to_float: bool) -> torch.Tensor:
     """torch's decomposition (a contiguous result, as eager's), but scaled by 1/sum as eager's
     kernel does: one division per row, not per element."""
-    from torch._decomp import decompositions as tdec
-    from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND, elementwise_dtypes
     x = x.contiguous()
     computation_dtype, result_dtype = elementwise_dtypes(
         x, type_promotion_kind=ELEMENTWISE_TYPE_PROMOTION_KIND.DEFAULT)

@@ -14,6 +14,8 @@ from typing import Any, Callable, Sequence
 import sympy
 import torch
 import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 
 from .index import FloorDiv, ModIndex
@@ -188,7 +190,6 @@ class GraphLowering:
 
     def meta_call(self, target, args, kwargs):
         """Run ``target`` on meta tensors laid out like our buffers: the real output layout."""
-        from torch._subclasses.fake_tensor import FakeTensorMode
         device = self.device or torch.device("cpu")
 
         def fake(r):
@@ -358,8 +359,6 @@ class GraphLowering:
         Possible when the other output is a whole dense buffer laid out as eager lays it out
         (every storage position in its extent is then one of its elements, at eager's place)
         and the view's elements lie inside that extent."""
-        from torch.multiprocessing.reductions import StorageWeakRef
-
         bases: dict = {}            # storage -> (buffer name, eager storage offset of its first element)
         for r, m in zip(outputs, metas):
             if not isinstance(r, TensorRef) or r.view is not None or not isinstance(m, torch.Tensor):
