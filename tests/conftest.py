@@ -1,0 +1,15 @@
+"""Session-wide test setup, loaded before any test module is imported.
+
+Without a GPU, Triton kernels run through Triton's interpreter (TRITON_INTERPRET=1). Triton
+reads the variable when it is imported and when a function is decorated with ``@triton.jit``,
+so it must be set before anything imports triton; ``import torch._dynamo`` (tests that run
+torch.compile as the reference import it at module level) does. Set here, at the root, it
+holds for the whole session whatever the collection order (tests/kernels/conftest.py set it
+too late once such a test module was collected before it).
+"""
+import os
+
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
