@@ -1,6 +1,6 @@
-// Torch-free stand-ins for guard_tensor.cpp and tensor_alias.cpp, linked only into the CPython 3.12
-// test build of the runtime (check_py312_compile.sh), where no torch is installed. Not part of
-// xcompile._C.
+// Torch-free stand-ins for guard_tensor.cpp, guard_shapes.cpp and tensor_alias.cpp, linked only
+// into the CPython 3.12 test build of the runtime (check_py312_compile.sh), where no torch is
+// installed. Not part of xcompile._C.
 #include <stdexcept>
 
 #include "guard_leaves.h"
@@ -14,6 +14,11 @@ std::unique_ptr<Leaf> make_tensor_match(PyObject*, std::string, const DimSpec&, 
 
 std::unique_ptr<RootLeaf> make_global_state(std::string) {
   throw std::runtime_error("global-state guards are not available in the torch-free test build");
+}
+
+std::unique_ptr<RootLeaf> make_shape_check(std::vector<ShapeRead>, std::vector<int64_t>, int,
+                                           std::string) {
+  throw std::runtime_error("shape guards are not available in the torch-free test build");
 }
 
 void init_tensor_alias(pybind11::module_&) {}  // no shares_storage in the torch-free build
