@@ -113,9 +113,10 @@ class PerSize:
         return _PY[type(sym)](sym.node.expr.xreplace(values))
 
     def __call__(self, *args):
-        fn = self.compiled.get(self.key(args))
+        key = self.key(args)
+        fn = self.compiled.get(key)
         if fn is None:
-            fn = self._compile(self.key(args), list(args))
+            fn = self._compile(key, list(args))
         return fn(*args)
 
 

@@ -127,8 +127,7 @@ class GraphBuilder:
         try:
             if ctx is None or source is None:
                 return self.fake_mode.from_tensor(t, static_shapes=True)
-            if self.fake_mode.shape_env is None:            # the first symbolic input of this trace
-                self.fake_mode.shape_env = make_shape_env(self._where)
+            self._shape_env()
             fake = self.fake_mode.from_tensor(t, static_shapes=False, source=ShapeSource(source),
                                               symbolic_context=ctx)
         except Exception as e:  # sparse, quantized, odd subclasses...
@@ -143,41 +142,39 @@ class GraphBuilder:
         if known is not None:
             return known
         fake = self._fake(t, source)
-        name = _identifier("l_" + source_to_name(source))
-        if self._last_placeholder is None:
-            ctx = self.graph.inserting_before(None)
-        else:
-            ctx = self.graph.inserting_after(self._last_placeholder)
-        with ctx:
-            node = self.graph.placeholder(name)
-        node.meta["example_value"] = fake
-        node.meta["source"] = source
-        self._last_placeholder = node
-        self.input_sources.append(source)
-        self.example_inputs.append(t)
+        node = self._input_node(source, fake, t)
         cls = torch.nn.Parameter if isinstance(t, torch.nn.Parameter) else torch.Tensor
         v = TensorValue(node, fake, cls, source=source)
         self._remember(t, v)
         return v
 
-    def sym_int_input(self, value: int, source: Source) -> Value:
-        """A Python int argument as a graph input with a symbolic value (dynamic shapes)."""
-        if self.fake_mode.shape_env is None:
-            self.fake_mode.shape_env = make_shape_env(self._where)
-        env = self.fake_mode.shape_env
-        sym = env.create_unspecified_symint_and_symbol(value, ShapeSource(source), DimDynamic.DYNAMIC)
-        if not isinstance(sym, torch.SymInt):                 # the ShapeEnv specialized it
-            return ConstantValue(value, source=source, covered=True)
+    def _input_node(self, source: Source, example: Any, real: Any) -> torch.fx.Node:
+        """A new placeholder after the last one (graph inputs in first-use order)."""
         name = _identifier("l_" + source_to_name(source))
         ctx = self.graph.inserting_before(None) if self._last_placeholder is None else \
             self.graph.inserting_after(self._last_placeholder)
         with ctx:
             node = self.graph.placeholder(name)
-        node.meta["example_value"] = sym
+        node.meta["example_value"] = example
         node.meta["source"] = source
         self._last_placeholder = node
         self.input_sources.append(source)
-        self.example_inputs.append(value)
+        self.example_inputs.append(real)
+        return node
+
+    def _shape_env(self) -> Any:
+        """The trace's ShapeEnv, made on the first symbolic input (its first construction is slow)."""
+        if self.fake_mode.shape_env is None:
+            self.fake_mode.shape_env = make_shape_env(self._where)
+        return self.fake_mode.shape_env
+
+    def sym_int_input(self, value: int, source: Source) -> Value:
+        """A Python int argument as a graph input with a symbolic value (dynamic shapes)."""
+        sym = self._shape_env().create_unspecified_symint_and_symbol(value, ShapeSource(source),
+                                                                    DimDynamic.DYNAMIC)
+        if not isinstance(sym, torch.SymInt):                 # the ShapeEnv specialized it
+            return ConstantValue(value, source=source, covered=True)
+        node = self._input_node(source, sym, value)
         assert self.shapes is not None
         self.shapes.note_int(source, sym)
         return scalars.SymScalarValue(node, sym, source=source, covered=True)
