@@ -359,3 +359,18 @@ def test_int_argument_with_compiling_backends(backend):
         torch.testing.assert_close(out, f(x, n)[0])
         assert m == n + 1 and type(m) is int
     assert cnt.frame_count == 1
+
+
+def test_a_relation_the_guards_cannot_express_compiles_static():
+    # a guard on a float division of sizes (FloatTrueDiv): the C++ shape programs are integer-only,
+    # so the frame is traced again with static shapes instead of guarding less
+    def f(x):
+        if x.shape[0] / 3 > 1.5:
+            return x * 2
+        return x - 1
+    cnt = CompileCounter()
+    cf = xcompile.compile(f, backend=cnt, dynamic=True)
+    for k in (3, 5, 7, 4):
+        x = torch.randn(k)
+        torch.testing.assert_close(cf(x), f(x))
+    assert cnt.frame_count == 4

@@ -23,8 +23,10 @@ import types
 
 import torch
 
+from .. import log
 from ..bytecode.analysis import active_handlers, handler_kind
 from ..bytecode.instr import disassemble
+from ..guards.shape_expr import UnsupportedShapeExpr
 from . import (
     handlers,  # noqa: F401  (every opcode family registers its handlers)
     hub,
@@ -106,7 +108,18 @@ def _new_tracer(fs: FrameState, fullgraph: bool, shapes: ShapePolicy) -> Tracer:
 def capture(fs: FrameState, *, fullgraph: bool = False, dynamic: bool | None = None
             ) -> WholeFrame | BrokenFrame | EagerFrame:
     """Trace one frame; split it at the first graph break (see the module docstring).
-    ``dynamic``: compile()'s argument (None: automatic dynamic; frontend/shapes.py)."""
+    ``dynamic``: compile()'s argument (None: automatic dynamic; frontend/shapes.py). A shape
+    relation the C++ guards cannot express traces the frame again with static shapes."""
+    try:
+        return _capture(fs, fullgraph, dynamic)
+    except UnsupportedShapeExpr as e:
+        if dynamic is False:
+            raise
+        log.log("dynamic", "%s: %s; compiling it with static shapes", fs.code.co_name, e)
+        return _capture(fs, fullgraph, False)
+
+
+def _capture(fs: FrameState, fullgraph: bool, dynamic: bool | None) -> WholeFrame | BrokenFrame | EagerFrame:
     if fs.code.co_flags & _NOT_PLAIN:
         e = Unsupported(f"compiling generator or coroutine {fs.code.co_name}",
                         "Compile the code that consumes the generator instead.")
