@@ -70,6 +70,10 @@ cache_dir: str = os.environ.get("XCOMPILE_CACHE_DIR", os.path.expanduser("~/.cac
 cpu_kernel_backend: str = os.environ.get("XCOMPILE_CPU_KERNEL_BACKEND", "cpp")
 # Raise kernel build/lowering errors instead of warning once and running the graph eagerly.
 kernel_raise_errors: bool = _env_bool("XCOMPILE_KERNEL_RAISE_ERRORS", False)
+# dynamic shapes: the inductor backend compiles a graph with symbolic sizes into kernels that
+# take the sizes as arguments (one compile for every size); off, or where it cannot, it
+# compiles the graph once per distinct size
+dynamic_kernels: bool = _env_bool("XCOMPILE_DYNAMIC_KERNELS", True)
 # The C++ compiler for CPU kernels.
 cpp_compiler: str = os.environ.get("CXX", "g++")
 # Elements of work above which a C++ kernel's outer loop is run with OpenMP.

@@ -32,6 +32,7 @@ from ..aot.schema import OutputKind, analyze
 from ..aot.schema import writes_in_place as _writes_in_place
 from ..kernels.compile import compile_aten_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
+from .dynamic_kernels import compile_dynamic
 from .eager import scalar_graph
 from .per_size import PerSize, symbolic_inputs
 
@@ -51,8 +52,8 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     if runner is not None:
         return runner
     dynamic = symbolic_inputs(gm)
-    if dynamic:                                       # symbolic sizes: one static compile per size
-        return PerSize(inductor, gm, example_inputs, dynamic, "inductor")
+    if dynamic:        # symbolic sizes: kernels taking the sizes, else one static compile per size
+        return compile_dynamic(gm, example_inputs) or PerSize(inductor, gm, example_inputs, dynamic, "inductor")
     try:
         program = lift(gm)
     except Exception as e:  # noqa: BLE001

@@ -127,14 +127,15 @@ def build_cpp_many(sources: list[str]) -> list[Path]:
 _loaded: dict[str, ctypes.CDLL] = {}
 
 
-def load_cpp(path: Path, symbol: str = "kernel", nargs: int = 0, returns_int: bool = False):
+def load_cpp(path: Path, symbol: str = "kernel", nargs: int = 0, returns_int: bool = False, nsizes: int = 0):
     """``symbol`` from the shared object at ``path`` as a ctypes function of ``nargs`` pointers
-    (returning an int64 when ``returns_int``: kernels with index checks return an error code)."""
+    and ``nsizes`` int64 sizes (returning an int64 when ``returns_int``: kernels with index
+    checks return an error code)."""
     lib = _loaded.get(str(path))
     if lib is None:
         lib = _loaded[str(path)] = ctypes.CDLL(str(path))
     fn = getattr(lib, symbol)
-    fn.argtypes = [ctypes.c_void_p] * nargs
+    fn.argtypes = [ctypes.c_void_p] * nargs + [ctypes.c_int64] * nsizes
     fn.restype = ctypes.c_int64 if returns_int else None
     return fn
 

@@ -34,6 +34,7 @@ from .graph import GraphLowering
 from .ir import format_graph, verify_graph
 from .lowerings import LOWERINGS
 from .plan import make_plan
+from .sizes import SymbolicUnsupported, graph_size_names
 from .wrapper import Kernel, build_wrapper, generate_wrapper
 
 
@@ -67,22 +68,24 @@ def _kernel_header(group: Group, params, buffers, kind: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _codegen_cpp(schedule, buffers) -> tuple[dict, list]:
+def _codegen_cpp(schedule, buffers, size_names: frozenset[str]) -> tuple[dict, list]:
     groups = [g for g in schedule if isinstance(g, Group)]
-    gens = [generate_cpp(g, buffers) for g in groups]
+    gens = [generate_cpp(g, buffers, size_names) for g in groups]
     prelude = cpp_prelude()
-    sources = [prelude + src for src, _, _ in gens]
+    sources = [prelude + src for src, _, _, _ in gens]
     paths = build_cpp_many(sources)
     kernels = {}
-    for g, (src, params, checks), path in zip(groups, gens, paths):
-        fn = load_cpp(path, "kernel", len(params), returns_int=bool(checks))
+    for g, (src, params, checks, sizes), path in zip(groups, gens, paths):
+        fn = load_cpp(path, "kernel", len(params), returns_int=bool(checks), nsizes=len(sizes))
         bad = load_cpp(path, "kernel_bad_index", 0, returns_int=True) if checks else None
         kernels[g] = Kernel(g.name, "cpp", fn, params, _kernel_header(g, params, buffers, "cpp") + src,
-                            checks=checks, bad_index=bad)
+                            checks=checks, bad_index=bad, sizes=sizes)
     return kernels, groups
 
 
-def _codegen_triton(schedule, buffers) -> tuple[dict, list]:
+def _codegen_triton(schedule, buffers, size_names: frozenset[str]) -> tuple[dict, list]:
+    if size_names:
+        raise SymbolicUnsupported("Triton kernels with symbolic sizes")
     from .triton import build_triton_kernel
     groups = [g for g in schedule if isinstance(g, Group)]
     kernels = {}
@@ -113,7 +116,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
     schedule = timed("fuse", fuse, graph)
     backend = _backend(graph.device)
     codegen = _codegen_cpp if backend == "cpp" else _codegen_triton
-    kernels, groups = timed("codegen+build", codegen, schedule, graph.buffers)
+    kernels, groups = timed("codegen+build", codegen, schedule, graph.buffers, graph_size_names(graph))
     group_reads = {g: [b for b, w in kernels[g].params if not w] for g in groups}
     plan = timed("plan", make_plan, graph, schedule, group_reads)
     src, glb = timed("wrapper", generate_wrapper, graph, plan, kernels, bound)
@@ -148,6 +151,14 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], 
         warnings.warn(f"xcompile kernels: running this graph eagerly ({reason})", RuntimeWarning, stacklevel=2)
         log.log("fallbacks", "whole graph eager: %s", reason)
         return eager_callable(gm, bound, len(example_inputs))
+
+
+def compile_symbolic_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
+                           bound: dict[int, torch.Tensor] | None = None) -> Callable:
+    """``compile_aten_graph`` for a graph whose placeholders carry symbolic sizes: kernels that
+    take the sizes as arguments. It raises instead of running eagerly (the caller then
+    compiles per size); ``SymbolicUnsupported`` names what the generator cannot keep symbolic."""
+    return _compile(gm, example_inputs, dict(bound or {}))
 
 
 def eager_callable(gm: torch.fx.GraphModule, bound: dict[int, torch.Tensor], n_inputs: int) -> Callable:

@@ -24,6 +24,7 @@ from .cpp_prelude import SCALAR_ONLY, have_libmvec, prelude
 from .fusion import Group
 from .index import FloorDiv, ModIndex, simplify_index
 from .loops import LoopNest, accesses, node_indices, plan_loops
+from .sizes import is_symbolic, known
 
 _SCALAR_CALL = re.compile(r"\bxc_(" + "|".join(SCALAR_ONLY) + r")\(")
 
@@ -34,7 +35,8 @@ def _scalar_calls(ln: str) -> str:
 
 
 class CppKernelWriter:
-    def __init__(self, group: Group, buffers: dict, name: str):
+    def __init__(self, group: Group, buffers: dict, name: str, size_names: frozenset[str] = frozenset()):
+        self.size_names = size_names   # the graph's size symbols (dynamic shapes)
         self.group = group
         self.buffers = buffers
         self.name = name
@@ -55,6 +57,13 @@ class CppKernelWriter:
         self.par: tuple[int, int] | None = None   # (end, step) of the outer loop threads split
         self.tiled = False                        # a transposing pointwise nest, run tile by tile
         self.tiles: list[tuple[str, str, str]] = []   # (tile array, its C type, fill statement)
+        self.par_work = None        # symbolic element count: the threads split it only when it is large
+        self.size_params: list[str] = []          # size symbols the kernel takes (int64_t), in order
+
+    def serial_if(self) -> str:
+        if self.par_work is None:
+            return ""
+        return f" || {cexpr(self.par_work)} < {config.cpp_parallel_threshold}"
 
     # -- small helpers ---------------------------------------------------------------------------
     def param(self, name: str, write: bool) -> str:
@@ -172,9 +181,13 @@ class CppKernelWriter:
             # later loops recompute what earlier ones reduced (x == x.max() in max's backward):
             # every copy must see the same bits, so no libmvec vector variants here
             body = [_scalar_calls(ln) for ln in body]
-        work = nest.xnumel * max(nest.rnumel, 1)
-        parallel = bool(work >= config.cpp_parallel_threshold and nest.xsizes and
-                        nest.xsizes[0] >= 2)
+        work = nest.xnumel * (nest.rnumel if nest.rvars else 1)
+        if is_symbolic(work):       # decided per call: the kernel runs on one thread below the threshold
+            parallel = bool(nest.xsizes) and not known(sympy.sympify(nest.xsizes[0]) < 2)
+            self.par_work = work
+        else:
+            parallel = bool(work >= config.cpp_parallel_threshold and nest.xsizes and
+                            nest.xsizes[0] >= 2)
         code = self.wrap_x_loops(body, parallel, simd_inner=not g.is_reduction)
         return self.signature(code)
 
@@ -190,6 +203,13 @@ class CppKernelWriter:
             ct = STORAGE_CTYPE[self.buffers[buf].dtype]
             args.append(f"{'' if written else 'const '}{ct}* __restrict {pname}")
         names = list(p for p, _ in self.params.values())
+        if self.size_names:       # symbolic sizes the code names: int64_t arguments after the pointers
+            used = {i for ln in code for i in IDENT.findall(ln)}
+            if self.par_work is not None:
+                used |= set(IDENT.findall(self.serial_if()))
+            self.size_params = sorted(used & self.size_names)
+            args += [f"const int64_t {s}" for s in self.size_params]
+            names += self.size_params
         n = len(self.checks)
         if n:
             his = ",".join(f"xc_hi{k}" for k in range(n))
@@ -203,6 +223,7 @@ class CppKernelWriter:
             body = ranges + code
         else:
             end, step = self.par
+            end = cexpr(end)
             part_args = ["int64_t xc_begin", "int64_t xc_end"] + (["int64_t* __restrict xc_range"] if n else []) + args
             # a thread's index ranges go back through xc_range (max, min per site)
             back = [f"xc_range[{2 * k}] = xc_hi{k} > xc_range[{2 * k}] ? xc_hi{k} : xc_range[{2 * k}]; "
@@ -220,7 +241,7 @@ class CppKernelWriter:
                      f"xc_lo{k} = xc_rng[{2 * k + 1}] < xc_lo{k} ? xc_rng[{2 * k + 1}] : xc_lo{k};" for k in range(n)]
             per = f"(({end} + {step - 1}) / {step} + xc_nt - 1) / xc_nt * {step}"
             body = ranges + [
-                "if (omp_get_max_threads() == 1)", "{"] + ["    " + ln for ln in rng + [
+                f"if (omp_get_max_threads() == 1{self.serial_if()})", "{"] + ["    " + ln for ln in rng + [
                     f"kernel_part(0, {end}{', ' if call_args else ''}{call_args});"] + merge] + ["}", "else", "{",
                 "    #pragma omp parallel", "    {",
                 "        int64_t xc_nt = omp_get_num_threads(), xc_t = omp_get_thread_num();",
@@ -235,8 +256,8 @@ class CppKernelWriter:
             return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in body] + ["}"])
         tail = []
         for k, c in enumerate(self.checks):
-            tail += [f"if (xc_hi{k} >= {c.size}) {{ xc_bad_index = xc_hi{k}; return {k + 1}; }}",
-                     f"if (xc_lo{k} < {c.low}) {{ xc_bad_index = xc_lo{k}; return {k + 1}; }}"]
+            tail += [f"if (xc_hi{k} >= {cexpr(c.size)}) {{ xc_bad_index = xc_hi{k}; return {k + 1}; }}",
+                     f"if (xc_lo{k} < {cexpr(c.low)}) {{ xc_bad_index = xc_lo{k}; return {k + 1}; }}"]
         sig = f'extern "C" int64_t kernel({", ".join(args)})'
         pre = ["static thread_local int64_t xc_bad_index = 0;",
                'extern "C" int64_t kernel_bad_index() { return xc_bad_index; }'] + pre
@@ -248,7 +269,7 @@ class CppKernelWriter:
         dim 0, a bias gradient): the reduction loop would stride through memory, so we keep a
         tile of outer positions in flight and vectorize across it."""
         g, nest = self.group, self.nest
-        if not (g.is_reduction and len(nest.xvars) == 1 and len(nest.rvars) == 1 and nest.rsizes[0] > 1):
+        if not (g.is_reduction and len(nest.xvars) == 1 and len(nest.rvars) == 1 and known(nest.rsizes[0] > 1)):
             return False
         if any(g.level[n] == "x" and g.phase[n] == 0 for n in g.nodes):
             return False
@@ -268,7 +289,7 @@ class CppKernelWriter:
         g, nest = self.group, self.nest
         x, X = nest.xvars[0], nest.xsizes[0]
         r, R = nest.rvars[0], nest.rsizes[0]
-        tile = min(128, X)
+        tile = 128 if is_symbolic(X) else min(128, X)
         self.lane_var = f"{x}_l"
         saved_locals, saved_cse = dict(self.locals), dict(self.cse)
         self.block, self.accs, self.pending = [], [], []
@@ -289,7 +310,7 @@ class CppKernelWriter:
         counts = [f"{value_ctype(a.dtype)} {a.name}_w = ({value_ctype(a.dtype)})1 / ({value_ctype(a.dtype)})({r} + 1);"
                   for a in accs if a.rtype == "welford"]
         updates = [ln for a in accs for ln in self.column_update(a)]
-        rloop = [f"for (int64_t {r} = 0; {r} < {R}; {r}++)", "{"] + ["    " + c for c in counts] + \
+        rloop = [f"for (int64_t {r} = 0; {r} < {cexpr(R)}; {r}++)", "{"] + ["    " + c for c in counts] + \
             ["    #pragma omp simd", f"    for (int64_t {x}_l = 0; {x}_l < {x}_n; {x}_l++)", "    {",
              f"        int64_t {x} = {x}_b + {x}_l;"] + ["        " + ln for ln in inner + updates] + ["    }", "}"]
         # per column: the reduction results, their stores and the epilogue
@@ -309,9 +330,14 @@ class CppKernelWriter:
             n.run(self.ops, idx, ridx)
         epilogue = [f"for (int64_t {x}_l = 0; {x}_l < {x}_n; {x}_l++)", "{", f"    int64_t {x} = {x}_b + {x}_l;"] + \
             ["    " + ln for ln in self.block] + ["}"]
-        body = [f"const int64_t {x}_n = {X} - {x}_b < {tile} ? {X} - {x}_b : {tile};"] + decl + rloop + epilogue
-        parallel = X * R >= config.cpp_parallel_threshold and X >= 2 * tile
-        start, end = ("xc_begin", "xc_end") if parallel else ("0", str(X))
+        cX = cexpr(X)
+        body = [f"const int64_t {x}_n = {cX} - {x}_b < {tile} ? {cX} - {x}_b : {tile};"] + decl + rloop + epilogue
+        if is_symbolic(X * R):
+            parallel = not known(X < 2 * tile)
+            self.par_work = X * R
+        else:
+            parallel = X * R >= config.cpp_parallel_threshold and X >= 2 * tile
+        start, end = ("xc_begin", "xc_end") if parallel else ("0", cX)
         if parallel:
             self.par = (X, tile)
         code = [f"for (int64_t {x}_b = {start}; {x}_b < {end}; {x}_b += {tile})", "{"] + \
@@ -330,17 +356,18 @@ class CppKernelWriter:
         for i in reversed(range(n)):
             v, s = nest.xvars[i], nest.xsizes[i]
             pragma = ["#pragma omp simd"] if i == n - 1 and simd_inner else []
-            start, end = ("xc_begin", "xc_end") if i == 0 and parallel else ("0", str(s))
+            cs = cexpr(s)
+            start, end = ("xc_begin", "xc_end") if i == 0 and parallel else ("0", cs)
             if tiled and i >= n - 2:
                 # a tile of TILE x TILE elements of the last two loops at a time (see transposing)
-                start, end = f"{v}_t", f"({v}_t + {TILE} < {s} ? {v}_t + {TILE} : {s})"
+                start, end = f"{v}_t", f"({v}_t + {TILE} < {cs} ? {v}_t + {TILE} : {cs})"
             code = levels[i] + pragma + [f"for (int64_t {v} = {start}; {v} < {end}; {v}++)", "{"] + \
                 ["    " + ln for ln in code] + ["}"]
             if tiled and i == n - 2:
                 code = self.tile_fills(n) + code
                 for j in (n - 1, n - 2):
                     tv, ts = nest.xvars[j], nest.xsizes[j]
-                    t0, t1 = ("xc_begin", "xc_end") if j == 0 and parallel else ("0", str(ts))
+                    t0, t1 = ("xc_begin", "xc_end") if j == 0 and parallel else ("0", cexpr(ts))
                     code = [f"for (int64_t {tv}_t = {t0}; {tv}_t < {t1}; {tv}_t += {TILE})", "{"] + \
                         ["    " + ln for ln in code] + ["}"]
         if parallel and n:
@@ -353,7 +380,7 @@ class CppKernelWriter:
             return []
         nest = self.nest
         inner, outer = nest.xvars[n - 1], nest.xvars[n - 2]
-        si, so = nest.xsizes[n - 1], nest.xsizes[n - 2]
+        si, so = cexpr(nest.xsizes[n - 1]), cexpr(nest.xsizes[n - 2])
         decl = [f"{ct} {t}[{TILE}][{TILE + 1}];" for t, ct, _ in self.tiles]
         in_end = f"({inner}_t + {TILE} < {si} ? {inner}_t + {TILE} : {si})"
         out_end = f"({outer}_t + {TILE} < {so} ? {outer}_t + {TILE} : {so})"
@@ -369,7 +396,7 @@ class CppKernelWriter:
         also collide in the cache); tile by tile, the lines a tile loads are all used."""
         nest = self.nest
         n = len(nest.xvars)
-        if n < 2 or nest.xsizes[-1] < TILE or nest.xsizes[-2] < TILE or \
+        if n < 2 or known(sympy.sympify(nest.xsizes[-1]) < TILE) or known(sympy.sympify(nest.xsizes[-2]) < TILE) or \
                 not config.kernel_tile_transposes:
             return False
         inner, outer = nest.xvars[-1], nest.xvars[-2]
@@ -413,33 +440,33 @@ class CppKernelWriter:
             code = inner
             for i in reversed(range(len(rv))):
                 pragma = ["#pragma omp simd"] if i == len(rv) - 1 else []
-                code = pragma + [f"for (int64_t {rv[i]} = 0; {rv[i]} < {rs[i]}; {rv[i]}++)", "{"] + \
+                code = pragma + [f"for (int64_t {rv[i]} = 0; {rv[i]} < {cexpr(rs[i])}; {rv[i]}++)", "{"] + \
                     ["    " + ln for ln in code] + ["}"]
             return code
         for a in accs:
             out += self.acc_decl(a)
         last, size = rv[-1], rs[-1]
-        nvec = size // LANES * LANES
+        nvec = FloorDiv(size, LANES) * LANES if is_symbolic(size) else size // LANES * LANES
         lane_loop = []
-        if nvec:
+        if nvec != 0:
             counts = [f"{a.name}_n += 1; {value_ctype(a.dtype)} {a.name}_w = "
                       f"({value_ctype(a.dtype)})1 / ({value_ctype(a.dtype)}){a.name}_n;"
                       for a in accs if a.rtype == "welford"]
             lane_body = [f"int64_t {last} = {last}_b + {last}_l;"] + inner + \
                 [ln for a in accs for ln in self.lane_update(a)]
-            lane_loop = [f"for (int64_t {last}_b = 0; {last}_b < {nvec}; {last}_b += {LANES})", "{"] + \
+            lane_loop = [f"for (int64_t {last}_b = 0; {last}_b < {cexpr(nvec)}; {last}_b += {LANES})", "{"] + \
                 ["    " + c for c in counts] + \
                 ["    #pragma omp simd",
                  f"    for (int64_t {last}_l = 0; {last}_l < {LANES}; {last}_l++)", "    {"] + \
                 ["        " + ln for ln in lane_body] + ["    }", "}"]
         tail_loop = []
-        if nvec < size:
+        if is_symbolic(size) or nvec < size:
             tail_body = inner + [ln for a in accs for ln in self.tail_update(a)]
-            tail_loop = [f"for (int64_t {last} = {nvec}; {last} < {size}; {last}++)", "{"] + \
+            tail_loop = [f"for (int64_t {last} = {cexpr(nvec)}; {last} < {cexpr(size)}; {last}++)", "{"] + \
                 ["    " + ln for ln in tail_body] + ["}"]
         code = lane_loop + tail_loop
         for i in reversed(range(len(rv) - 1)):
-            code = [f"for (int64_t {rv[i]} = 0; {rv[i]} < {rs[i]}; {rv[i]}++)", "{"] + \
+            code = [f"for (int64_t {rv[i]} = 0; {rv[i]} < {cexpr(rs[i])}; {rv[i]}++)", "{"] + \
                 ["    " + ln for ln in code] + ["}"]
         out += code
         for a in accs:
@@ -489,23 +516,26 @@ class CppKernelWriter:
                     f"xc_welford_merge({n}_mean, {n}_m2, {n}_cnt, {n}_tm, {n}_tm2, ({ct}){n}_tn);"]
         if a.rtype in ("argmax", "argmin"):
             init = acc_identity(a.rtype, a.dtype)
+            rsize = sympy.sympify(self.nest.rsizes[-1])
             return [f"{ct} {n}_val = {init}; int64_t {n}_idx = 0;",
                     f"{{ bool first = true; for (int l = 0; l < {LANES}; l++) {{ if (first) {{ {n}_val = {n}_v[l]; "
                     f"{n}_idx = {n}_vi[l]; first = false; }} else xc_{a.rtype}_merge({n}_val, {n}_idx, {n}_v[l], "
                     f"{n}_vi[l]); }}",
-                    f"  if ({self.nest.rsizes[-1] // LANES * LANES} == 0) {{ {n}_val = {n}_t; {n}_idx = {n}_ti; }}",
-                    f"  else if ({self.nest.rsizes[-1] % LANES} != 0) xc_{a.rtype}_merge({n}_val, {n}_idx, "
+                    f"  if ({cexpr(FloorDiv(rsize, LANES) * LANES)} == 0) {{ {n}_val = {n}_t; {n}_idx = {n}_ti; }}",
+                    f"  else if ({cexpr(ModIndex(rsize, LANES))} != 0) xc_{a.rtype}_merge({n}_val, {n}_idx, "
                     f"{n}_t, {n}_ti); }}"]
         return [f"{ct} {n} = {n}_t;",
                 f"for (int l = 0; l < {LANES}; l++) {n} = " + COMBINE[a.rtype].format(a=n, v=f"{n}_v[l]") + ";"]
 
 
-def generate_cpp(group: Group, buffers: dict) -> tuple[str, list[tuple[str, bool]], list]:
+def generate_cpp(group: Group, buffers: dict, size_names: frozenset[str] = frozenset()
+                 ) -> tuple[str, list[tuple[str, bool]], list, list[str]]:
     """(kernel source without the prelude, [(buffer, written) in parameter order], the
-    ``IndexCheck`` per check site: non-empty means the kernel returns an error code)."""
-    w = CppKernelWriter(group, buffers, group.name)
+    ``IndexCheck`` per check site: non-empty means the kernel returns an error code, the size
+    symbols it takes after the pointers)."""
+    w = CppKernelWriter(group, buffers, group.name, size_names)
     src = w.generate()
-    return src, [(b, wr) for b, (_, wr) in w.params.items()], list(w.checks)
+    return src, [(b, wr) for b, (_, wr) in w.params.items()], list(w.checks), w.size_params
 
 
 _PRELUDE: dict[bool, str] = {}

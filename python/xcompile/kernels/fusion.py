@@ -26,12 +26,13 @@ from torch.utils import _pytree as pytree
 from .. import config, log
 from .index import FloorDiv, ModIndex, index_var, simplify_index
 from .ir import ExternNode, InlineOps, KernelGraph, LoopNode, ReadRecorder, TensorRef, record
+from .sizes import sym
 
 LOOKBACK = 8
 
 
 def squeeze(sizes) -> tuple[int, ...]:
-    return tuple(int(s) for s in sizes if s != 1)
+    return tuple(sym(s) for s in sizes if s != 1)
 
 
 def fill(sizes, variables) -> list:

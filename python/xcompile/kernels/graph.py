@@ -15,11 +15,13 @@ import sympy
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 
 from .index import FloorDiv, ModIndex
 from .ir import Buffer, ExternNode, KernelGraph, Layout, LoopNode, TensorRef, contiguous_strides, same_strides
+from .sizes import SymbolicUnsupported, lt, sym, vshape, vstride
 
 aten = torch.ops.aten
 
@@ -81,6 +83,8 @@ class GraphLowering:
         self.meta_offsets: dict[str, int] = {}
         self.eager_layouts: dict[str, Layout] = {}  # the layout eager gives a buffer, where we know better than meta
         self.extern_reads: set[str] = set()         # buffers ATen calls read (their layouts are fixed then)
+        self.sym_inputs: dict[int, Any] = {}        # position of a symbolic int input -> its symbol
+        self.shape_env: Any = None                  # the ShapeEnv of symbolic inputs (None: static sizes)
 
     # -- names and buffers --------------------------------------------------------------------
     def new_name(self, prefix: str = "buf") -> str:
@@ -102,7 +106,7 @@ class GraphLowering:
     def _out_layout(self, dtype: torch.dtype, size: Sequence[int]) -> Layout:
         """The layout eager would give this node's output: its meta strides when dense."""
         val = self.current.meta.get("val") if self.current is not None else None
-        if isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(size) and val.dtype == dtype:
+        if isinstance(val, torch.Tensor) and vshape(val) == tuple(size) and val.dtype == dtype:
             lay = Layout.of(val)
             if _is_dense(lay):
                 return lay
@@ -115,14 +119,14 @@ class GraphLowering:
         lay = self.buffers[name].layout
         if isinstance(val, torch.Tensor) and Layout.of(val) == lay:
             self.meta_exact.add(name)
-            self.meta_offsets[name] = int(val.storage_offset())
+            self.meta_offsets[name] = sym(val.storage_offset())
 
     # -- building nodes -------------------------------------------------------------------------
     def pointwise(self, dtype: torch.dtype, size: Sequence[int], body: Callable,
                   compute_dtype: torch.dtype | None = None, layout: Layout | None = None) -> TV:
         """A new LoopNode computing ``body(ops, idx)`` (a value of ``compute_dtype``) into a
         buffer of ``dtype``."""
-        size = tuple(int(s) for s in size)
+        size = tuple(sym(s) for s in size)
         name = self.new_name()
         self.buffers[name] = Buffer(name, layout or self._out_layout(dtype, size), "computed")
         self._note_meta(name)
@@ -196,12 +200,24 @@ class GraphLowering:
             if isinstance(r, TensorRef):
                 lay = self.buffers[r.name].layout
                 size, stride = (lay.size, lay.stride) if r.view is None else r.view[:2]
-                return torch.empty_strided(size, stride, dtype=lay.dtype, device=device)
-            return r
+                return torch.empty_strided(self._symints(size), self._symints(stride), dtype=lay.dtype,
+                                           device=device)
+            return self._symints(r)
         # fake tensors, not the meta device: meta kernels pick other layouts (convolution)
-        with FakeTensorMode():
+        with FakeTensorMode(shape_env=self.shape_env):
             fargs, fkwargs = pytree.tree_map(fake, (args, kwargs))
             return target(*fargs, **fkwargs)
+
+    def _symints(self, v):
+        """Sizes (sympy expressions) as SymInts of the ShapeEnv, for fake kernels."""
+        if self.shape_env is None:
+            return v
+        if isinstance(v, (list, tuple)):
+            return type(v)(self._symints(x) for x in v)
+        if isinstance(v, sympy.Expr) and not v.is_Integer:
+            hint = v.xreplace(self.shape_env.var_to_val)
+            return self.shape_env.create_symintnode(v, hint=int(hint) if hint.is_Integer else None)
+        return v
 
     def extern(self, node: torch.fx.Node, args, kwargs, reason: str = "no lowering", relayout: bool = False) -> Any:
         """Run ``node.target`` as an ATen call in the wrapper; output layouts come from its fake
@@ -227,7 +243,7 @@ class GraphLowering:
         for i, v in enumerate(flat):
             if isinstance(v, torch.Tensor):
                 nm = self.new_name()
-                self.buffers[nm] = Buffer(nm, Layout(v.dtype, tuple(v.shape), tuple(v.stride())), "extern")
+                self.buffers[nm] = Buffer(nm, Layout.of(v), "extern")
                 outputs.append(nm)
                 paths.append(i)
         if val is None or not flat:
@@ -239,7 +255,7 @@ class GraphLowering:
             mv = meta_flat[i] if i < len(meta_flat) else None
             if isinstance(mv, torch.Tensor) and Layout.of(mv) == self.buffers[nm].layout:
                 self.meta_exact.add(nm)
-                self.meta_offsets[nm] = int(mv.storage_offset())
+                self.meta_offsets[nm] = sym(mv.storage_offset())
         name = getattr(target, "__name__", str(target))
         self.fallbacks.append(f"{name} ({reason})")
         self.nodes.append(ExternNode(outputs[0] if outputs else self.new_name("ext"), target, args,
@@ -264,15 +280,21 @@ class GraphLowering:
             self.current = node
             if node.op == "placeholder":
                 v = next(ex, None)
+                meta = node.meta.get("val")
+                if isinstance(meta, torch.Tensor) and isinstance(v, torch.Tensor) and self._symbolic(meta):
+                    v = meta                          # symbolic sizes: the graph's fake input
                 if isinstance(v, torch.Tensor):
                     name = f"arg{len(inputs)}"
                     self._note_device(v.device)
                     self.buffers[name] = Buffer(name, Layout.of(v), "input")
-                    self.input_offsets[name] = int(v.storage_offset())
+                    self.input_offsets[name] = sym(v.storage_offset())
                     placeholder_pos[name] = len(inputs)
                     inputs.append(name)
                     self.env[node] = self.buffer_tv(name)
                 else:
+                    if isinstance(meta, torch.SymInt):
+                        v = sym(meta)                 # a symbolic int input: its symbol
+                        self.sym_inputs[len(inputs)] = v
                     inputs.append(None)
                     self.env[node] = v
             elif node.op == "get_attr":
@@ -289,6 +311,9 @@ class GraphLowering:
                 args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: self.env[n])
                 if node.target is operator.getitem:
                     self.env[node] = args[0][args[1]]
+                    continue
+                if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)):
+                    self.env[node] = self._sym_value(node.meta["val"])   # sizes: x.size(0), s0 * 4
                     continue
                 if node.target is aten.copy_.default and isinstance(args[0], TV) and \
                         args[0].ref is not None and args[0].ref.view is None and \
@@ -316,7 +341,24 @@ class GraphLowering:
         g = KernelGraph(self.buffers, self.nodes, inputs, outputs, mutations,
                         self.device or torch.device("cpu"), self.fallbacks)
         g.constants = self.constants
+        g.sym_inputs = dict(self.sym_inputs)
         return g
+
+    def _symbolic(self, t: torch.Tensor) -> bool:
+        """Whether a fake input has symbolic sizes, strides or offset (and note its ShapeEnv)."""
+        for s in (*t.shape, *t.stride(), t.storage_offset()):
+            if isinstance(s, torch.SymInt) and not isinstance(sym(s), int):
+                self.shape_env = s.node.shape_env
+                return True
+        return False
+
+    def _sym_value(self, v):
+        e = sym(v)
+        if free_unbacked_symbols(v):
+            raise SymbolicUnsupported(f"a size the graph computes from data ({e})")
+        if not isinstance(v, torch.SymInt) and not isinstance(e, (int, float, bool)):
+            raise SymbolicUnsupported(f"a symbolic {type(v).__name__} in the graph ({e})")
+        return e
 
     def _early_eager_layout(self, node: torch.fx.Node, val) -> None:
         """A computed buffer that is a graph output gets eager's layout right away, before any
@@ -328,19 +370,19 @@ class GraphLowering:
 
     def _eager_layout(self, tv: TV, val) -> TV:
         """Graph outputs get eager's strides even where we chose others inside the graph."""
-        if not isinstance(val, torch.Tensor) or tuple(val.shape) != tuple(tv.size):
+        if not isinstance(val, torch.Tensor) or vshape(val) != tuple(tv.size):
             return tv
-        if any(st == 0 and n > 1 for st, n in zip(val.stride(), val.shape)):
+        if any(st == 0 and lt(1, n) for st, n in zip(vstride(val), vshape(val))):
             return tv                       # an expanded view: any layout of its values will do
         if tv.ref is None:                  # computed on the fly (a view we could not keep strided)
-            return TV(tv.dtype, tv.size, tv.loader, self.realize(tv, stride=tuple(val.stride())))
+            return TV(tv.dtype, tv.size, tv.loader, self.realize(tv, stride=vstride(val)))
         buf = self.buffers[tv.ref.name]
         if tv.ref.view is not None or buf.kind == "extern":
             # a view, or an ATen result laid out by our inputs' layouts (a channels-last
             # convolution): copied into eager's strides when they differ
-            if same_strides(tv.size, self.strides_of(tv), val.stride()):
+            if same_strides(tv.size, self.strides_of(tv), vstride(val)):
                 return tv
-            return TV(tv.dtype, tv.size, tv.loader, self.realize(tv, stride=tuple(val.stride())))
+            return TV(tv.dtype, tv.size, tv.loader, self.realize(tv, stride=vstride(val)))
         want = self.eager_layouts.get(buf.name) or Layout.of(val)
         if buf.kind != "computed" or buf.layout == want or want.size != buf.layout.size or not _is_dense(want):
             return tv
@@ -350,7 +392,7 @@ class GraphLowering:
         buf.layout = want
         if want == Layout.of(val):
             self.meta_exact.add(buf.name)
-            self.meta_offsets[buf.name] = int(val.storage_offset())
+            self.meta_offsets[buf.name] = sym(val.storage_offset())
         return tv
 
     def _alias_outputs(self, outputs: list, metas: list) -> list:
@@ -365,15 +407,15 @@ class GraphLowering:
                 continue
             buf = self.buffers.get(r.name)
             if buf is None or buf.kind not in ("computed", "extern") or buf.layout.offset != 0 or \
-                    buf.layout != Layout(m.dtype, tuple(m.shape), tuple(m.stride())) or \
-                    not _is_dense(buf.layout) or m.numel() == 0:
+                    buf.layout != Layout(m.dtype, vshape(m), vstride(m)) or \
+                    not _is_dense(buf.layout) or math.prod(vshape(m)) == 0:
                 continue
             key = StorageWeakRef(m.untyped_storage())
             if key not in bases or buf.layout.storage_numel > self.buffers[bases[key][0]].layout.storage_numel:
-                bases[key] = (r.name, int(m.storage_offset()))     # the widest of them serves the others
+                bases[key] = (r.name, sym(m.storage_offset()))     # the widest of them serves the others
         out = list(outputs)
         for i, (r, m) in enumerate(zip(outputs, metas)):
-            if not isinstance(r, TensorRef) or not isinstance(m, torch.Tensor) or m.numel() == 0:
+            if not isinstance(r, TensorRef) or not isinstance(m, torch.Tensor) or math.prod(vshape(m)) == 0:
                 continue
             base = bases.get(StorageWeakRef(m.untyped_storage()))
             if base is None or base[0] == r.name:
@@ -382,8 +424,9 @@ class GraphLowering:
             blay = self.buffers[name].layout
             if self.buffers[r.name].kind == "input" or blay.dtype != m.dtype:
                 continue
-            view = Layout(m.dtype, tuple(m.shape), tuple(m.stride()), int(m.storage_offset()) - off0)
-            if view.offset < 0 or view.storage_numel > blay.storage_numel:
+            view = Layout(m.dtype, vshape(m), vstride(m),
+                          sym(m.storage_offset()) - off0)
+            if lt(view.offset, 0) or lt(blay.storage_numel, view.storage_numel):
                 continue
             out[i] = TensorRef(name, (view.size, view.stride, view.offset))
         return self._distinct_outputs(out, metas)
@@ -401,7 +444,7 @@ class GraphLowering:
             if seen is m or buf is None or buf.kind not in ("computed", "extern"):
                 continue
             lay = buf.layout
-            out[i] = TensorRef(r.name, (tuple(lay.size), tuple(lay.stride), int(lay.offset)))
+            out[i] = TensorRef(r.name, (tuple(lay.size), tuple(lay.stride), lay.offset))
         return out
 
     def _note_device(self, device: torch.device) -> None:
@@ -429,20 +472,20 @@ def view_tv(L: GraphLowering, x: TV, size: Sequence[int], loader: Callable, val=
     ref = None
     if val is None:
         val = L.current.meta.get("val") if L.current is not None else None
-    if x.ref is not None and isinstance(val, torch.Tensor) and tuple(val.shape) == tuple(size):
+    if x.ref is not None and isinstance(val, torch.Tensor) and vshape(val) == tuple(size):
         base = L.buffers[x.ref.name]
         # relative to the buffer's first element: an input may come at another storage offset
         # next call (guards do not check it); a buffer we allocate starts at 0, its fake value
         # (the new value of a view input) may not
-        offset = int(val.storage_offset()) - (L.input_offsets.get(x.ref.name, 0) if base.kind == "input"
+        offset = sym(val.storage_offset()) - (L.input_offsets.get(x.ref.name, 0) if base.kind == "input"
                                               else L.meta_offsets.get(x.ref.name, 0))
-        lay = Layout(val.dtype, tuple(val.shape), tuple(val.stride()), offset)
+        lay = Layout(val.dtype, vshape(val), vstride(val), sym(offset))
         exact = base.kind == "input" or _layout_matches_meta(L, x.ref.name)
         if exact:
             ref = TensorRef(x.ref.name, (lay.size, lay.stride, lay.offset))
             if base.kind != "input" and Layout(lay.dtype, lay.size, lay.stride) == base.layout:
                 ref = TensorRef(x.ref.name)
-    return TV(x.dtype, tuple(int(s) for s in size), loader, ref)
+    return TV(x.dtype, tuple(sym(s) for s in size), loader, ref)
 
 
 def _layout_matches_meta(L: GraphLowering, name: str) -> bool:

@@ -31,17 +31,19 @@ import sympy
 import torch
 
 from .index import index_var
+from .sizes import is_symbolic, sym
 
 Expr: TypeAlias = sympy.Expr
 
 
 # -- layouts and buffers ---------------------------------------------------------------------------
 
-def contiguous_strides(size: Sequence[int]) -> tuple[int, ...]:
-    strides, acc = [], 1
+def contiguous_strides(size: Sequence) -> tuple:
+    strides: list = []
+    acc: Any = 1
     for s in reversed(size):
         strides.append(acc)
-        acc *= max(int(s), 1)
+        acc = acc * s if is_symbolic(s) else acc * max(int(s), 1)   # a size symbol is >= 2
     return tuple(reversed(strides))
 
 
@@ -50,9 +52,10 @@ def same_strides(size: Sequence[int], a: Sequence[int] | None, b: Sequence[int] 
     of a size-1 dim is never multiplied by anything but 0, and an empty tensor has no elements."""
     if a is None or b is None or len(a) != len(size) or len(b) != len(size):
         return a is None and b is None
-    if any(int(n) == 0 for n in size):
+    if any(n == 0 for n in size):
         return True
-    return all(int(n) == 1 or int(x) == int(y) for n, x, y in zip(size, a, b))
+    return all(n == 1 or x == y or (is_symbolic(x) or is_symbolic(y)) and sympy.expand(x - y) == 0
+               for n, x, y in zip(size, a, b))
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -81,13 +84,14 @@ class Layout:
         return hash(self._key())
 
     @staticmethod
-    def contiguous(dtype: torch.dtype, size: Sequence[int]) -> "Layout":
-        size = tuple(int(s) for s in size)
+    def contiguous(dtype: torch.dtype, size: Sequence) -> "Layout":
+        size = tuple(sym(s) for s in size)
         return Layout(dtype, size, contiguous_strides(size))
 
     @staticmethod
     def of(t: torch.Tensor) -> "Layout":
-        return Layout(t.dtype, tuple(int(s) for s in t.shape), tuple(int(s) for s in t.stride()))
+        """The layout of a tensor (a fake one's symbolic sizes as sympy expressions)."""
+        return Layout(t.dtype, tuple(sym(s) for s in t.shape), tuple(sym(s) for s in t.stride()))
 
     @property
     def numel(self) -> int:
@@ -194,6 +198,9 @@ class KernelGraph:
     fallbacks: list[str] = dataclasses.field(default_factory=list)
     # buffer name -> tensor, constants the wrapper binds as globals (set by the lowering)
     constants: dict[str, torch.Tensor] = dataclasses.field(default_factory=dict, repr=False, compare=False)
+    # dynamic shapes: position of each symbolic int input -> its symbol (input buffers' layouts
+    # hold the other size symbols)
+    sym_inputs: dict[int, Expr] = dataclasses.field(default_factory=dict)
 
     def producers(self) -> dict[str, Any]:
         out = {}

@@ -16,6 +16,7 @@ from .graph import TV
 from .ir import ZeroDivCheck
 from .lowering_base import bload, iter_layout, meta_like, opmath, out_meta, pointwise, register
 from .lowering_base import const as _c
+from .sizes import vshape
 
 aten = torch.ops.aten
 
@@ -223,7 +224,7 @@ def _where(L, node, cond, a, b, iterate=True):
     compute, _ = elementwise_dtypes(meta_like(a), meta_like(b), type_promotion_kind=K.NO_OPMATH)
     compute = opmath(compute)
     val = out_meta(node)
-    size = tuple(val.shape)
+    size = vshape(val)
 
     def body(ops, idx):
         c = bload(ops, cond, idx, torch.bool)
@@ -487,7 +488,7 @@ def _copy_to(L, node, x: TV, dtype: torch.dtype) -> TV:
 
     def body(ops, idx):
         return bload(ops, x, idx, dtype)
-    return L.pointwise(dtype, tuple(val.shape), body, compute_dtype=dtype)
+    return L.pointwise(dtype, vshape(val), body, compute_dtype=dtype)
 
 
 @register(aten._to_copy.default)
@@ -510,7 +511,7 @@ def _clone(L, node, x, **kw):
 @register(aten.copy.default)
 def _copy(L, node, dst, src, non_blocking=False):
     val = out_meta(node)
-    return L.pointwise(dst.dtype, tuple(val.shape), lambda ops, idx: bload(ops, src, idx, dst.dtype),
+    return L.pointwise(dst.dtype, vshape(val), lambda ops, idx: bload(ops, src, idx, dst.dtype),
                        compute_dtype=dst.dtype)
 
 
@@ -519,7 +520,7 @@ def _copy(L, node, dst, src, non_blocking=False):
 def _fill(L, node, value) -> TV:
     val = out_meta(node)
     dt = val.dtype
-    return L.pointwise(dt, tuple(val.shape), lambda ops, idx: ops.constant(value, dt), compute_dtype=dt)
+    return L.pointwise(dt, vshape(val), lambda ops, idx: ops.constant(value, dt), compute_dtype=dt)
 
 
 @register(aten.full.default)
@@ -563,5 +564,5 @@ def _arange(L, node, *args, **kw):
     def body(ops, idx):
         i = ops.index_expr(idx[0], comp)
         return ops.add(ops.mul(i, ops.constant(step, comp)), ops.constant(start, comp))
-    return L.pointwise(dt, tuple(val.shape), body, compute_dtype=comp)
+    return L.pointwise(dt, vshape(val), body, compute_dtype=comp)
 

@@ -20,6 +20,7 @@ from torch._prims_common import elementwise_dtypes
 
 from .graph import TV, GraphLowering
 from .ir import Layout
+from .sizes import is_symbolic, lt, sym, vshape, vstride
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
@@ -36,8 +37,8 @@ def register(*ops):
 # -- pointwise helpers ---------------------------------------------------------------------------------
 
 def meta_like(a):
-    if isinstance(a, TV):
-        return torch.empty(a.size, dtype=a.dtype, device="meta")
+    if isinstance(a, TV):          # (only the dtype and whether it is 0-d count: 2 for a symbolic size)
+        return torch.empty([2 if is_symbolic(s) else s for s in a.size], dtype=a.dtype, device="meta")
     return a
 
 
@@ -67,7 +68,7 @@ def pointwise(L: GraphLowering, node, inputs: Sequence, fn: Callable, kind=K.DEF
     if compute_dtype is None:
         compute_dtype, _ = elementwise_dtypes(*[meta_like(a) for a in inputs], type_promotion_kind=kind)
     out_dtype = out_dtype or val.dtype
-    size = tuple(val.shape)
+    size = vshape(val)
 
     def body(ops, idx):
         return fn(ops, compute_dtype, *[bload(ops, a, idx, compute_dtype) for a in inputs])
@@ -100,9 +101,9 @@ def iter_layout(L, node, inputs, dtype, size, actual: bool) -> Layout:
         if stride is None:
             # the input's own metadata (a row may list its inputs in another order than the node)
             v = by_value.get(id(a), metas[i] if i < len(metas) else None)
-            if not (isinstance(v, torch.Tensor) and tuple(v.shape) == tuple(a.size)):
+            if not (isinstance(v, torch.Tensor) and vshape(v) == tuple(a.size)):
                 continue
-            stride = v.stride()
+            stride = vstride(v)
         pad = ndim - a.ndim
         ops_strides.append([0] * pad + [0 if s == 1 else st for s, st in zip(a.size, stride)])
     perm = list(reversed(range(ndim)))  # perm[0]: the innermost dim
@@ -111,11 +112,11 @@ def iter_layout(L, node, inputs, dtype, size, actual: bool) -> Layout:
         for st in ops_strides:
             if st[d0] == 0 or st[d1] == 0:
                 continue
-            if st[d0] < st[d1]:
+            if lt(st[d0], st[d1]):
                 return -1
-            if st[d0] > st[d1]:
+            if lt(st[d1], st[d0]):
                 return 1
-            if size[d0] > size[d1]:
+            if lt(size[d1], size[d0]):
                 return 1
         return 0
 
@@ -132,8 +133,8 @@ def iter_layout(L, node, inputs, dtype, size, actual: bool) -> Layout:
     acc = 1
     for d in perm:
         strides[d] = acc
-        acc *= max(int(size[d]), 1)
-    return Layout(dtype, tuple(int(s) for s in size), tuple(strides))
+        acc *= size[d] if is_symbolic(size[d]) else max(int(size[d]), 1)
+    return Layout(dtype, tuple(sym(s) for s in size), tuple(strides))
 
 
 def const(ops, v, dt):

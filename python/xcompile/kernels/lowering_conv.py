@@ -10,6 +10,7 @@ from .. import config
 from .graph import TV
 from .ir import TensorRef
 from .lowering_base import out_meta, register
+from .sizes import vshape
 
 aten = torch.ops.aten
 
@@ -52,7 +53,7 @@ def _patch_embedding(L, node, x, w, b, stride, padding, dilation, groups):
     n, c, h, wd = x.size
     o, _, kh, kw = w.size
     ho, wo = (h - kh) // kh + 1, (wd - kw) // kw + 1
-    if tuple(val.shape) != (n, o, ho, wo):
+    if vshape(val) != (n, o, ho, wo):
         return None
     rows, cols = n * ho * wo, c * kh * kw
 

@@ -9,6 +9,7 @@ import torch
 from .graph import TV, GraphLowering, reshape_index
 from .lowering_base import const as _c
 from .lowering_base import opmath, out_meta, register
+from .sizes import sym, vshape
 
 aten = torch.ops.aten
 
@@ -23,7 +24,7 @@ def _dims(x: TV, dims) -> list[int]:
 
 def _fit(L: GraphLowering, tv: TV, shape) -> TV:
     """View ``tv`` as ``shape`` (same numel) when the reduction's natural shape differs."""
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(sym(s) for s in shape)
     if tuple(tv.size) == shape:
         return tv
     return TV(tv.dtype, shape, lambda ops, idx: tv.loader(ops, reshape_index(tv.size, shape, idx)))
@@ -42,14 +43,14 @@ def _numel(x: TV, dims) -> int:
 def _sum(L, node, x, dims=None, keepdim=False, dtype=None):
     val = out_meta(node)
     acc = opmath(val.dtype) if val.dtype.is_floating_point else torch.int64
-    return _fit(L, _reduce(L, node, x, dims, keepdim, "sum", acc, val.dtype), val.shape)
+    return _fit(L, _reduce(L, node, x, dims, keepdim, "sum", acc, val.dtype), vshape(val))
 
 
 @register(aten.prod.dim_int, aten.prod.default)
 def _prod(L, node, x, dim=None, keepdim=False, dtype=None):
     val = out_meta(node)
     acc = opmath(val.dtype) if val.dtype.is_floating_point else torch.int64
-    return _fit(L, _reduce(L, node, x, dim, keepdim, "prod", acc, val.dtype), val.shape)
+    return _fit(L, _reduce(L, node, x, dim, keepdim, "prod", acc, val.dtype), vshape(val))
 
 
 @register(aten.mean.dim, aten.mean.default)
@@ -60,13 +61,13 @@ def _mean(L, node, x, dims=None, keepdim=False, dtype=None):
     n = _numel(x, dims)
     out = L.pointwise(val.dtype, s.size, lambda ops, idx: ops.truediv(s.loader(ops, idx), _c(ops, n, acc)),
                       compute_dtype=acc)
-    return _fit(L, out, val.shape)
+    return _fit(L, out, vshape(val))
 
 
 def _minmax(rtype):
     def row(L, node, x, dims=None, keepdim=False):
         val = out_meta(node)
-        return _fit(L, _reduce(L, node, x, dims, keepdim, rtype, opmath(x.dtype), val.dtype), val.shape)
+        return _fit(L, _reduce(L, node, x, dims, keepdim, rtype, opmath(x.dtype), val.dtype), vshape(val))
     return row
 
 
@@ -90,7 +91,7 @@ def _arg(rtype):
         dims = None if dim is None else [dim]
         r = _reduce(L, node, x, dims, keepdim if dim is not None else False, rtype, opmath(x.dtype),
                     torch.int64)
-        return _fit(L, r, val.shape)
+        return _fit(L, r, vshape(val))
     return row
 
 
@@ -103,7 +104,7 @@ def _value_and_index(rtype, argtype):
         values, indices = out_meta(node)
         v = _reduce(L, node, x, [dim], keepdim, rtype, opmath(x.dtype), values.dtype)
         i = _reduce(L, node, x, [dim], keepdim, argtype, opmath(x.dtype), torch.int64)
-        return _fit(L, v, values.shape), _fit(L, i, indices.shape)
+        return _fit(L, v, vshape(values)), _fit(L, i, vshape(indices))
     return row
 
 
@@ -114,7 +115,7 @@ register(aten.min.dim)(_value_and_index("min", "argmin"))
 def _anyall(rtype):
     def row(L, node, x, dims=None, keepdim=False):
         val = out_meta(node)
-        return _fit(L, _reduce(L, node, x, dims, keepdim, rtype, torch.bool, val.dtype), val.shape)
+        return _fit(L, _reduce(L, node, x, dims, keepdim, rtype, torch.bool, val.dtype), vshape(val))
     return row
 
 
@@ -135,12 +136,12 @@ def _welford(L, node, x, dims, keepdim, correction, want_std, want_mean):
     def var_body(ops, idx):
         v = ops.truediv(m2.loader(ops, idx), _c(ops, float(denom), acc))
         return ops.sqrt(v) if want_std else v
-    var = _fit(L, L.pointwise(metas[0].dtype, m2.size, var_body, compute_dtype=acc), metas[0].shape)
+    var = _fit(L, L.pointwise(metas[0].dtype, m2.size, var_body, compute_dtype=acc), vshape(metas[0]))
     if not want_mean:
         return var
     if metas[1].dtype != acc:
         mean = L.pointwise(metas[1].dtype, mean.size, mean.loader, compute_dtype=acc)
-    return var, _fit(L, mean, metas[1].shape)
+    return var, _fit(L, mean, vshape(metas[1]))
 
 
 @register(aten.var.correction)

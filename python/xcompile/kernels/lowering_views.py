@@ -10,6 +10,7 @@ from .graph import TV, reshape_index, view_tv
 from .index import FloorDiv, ModIndex
 from .ir import IndexCheck
 from .lowering_base import bload, iter_layout, opmath, out_meta, register
+from .sizes import sym, vshape
 
 aten = torch.ops.aten
 
@@ -18,7 +19,7 @@ aten = torch.ops.aten
 
 @register(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.view_copy.default)
 def _view(L, node, x, size):
-    out = tuple(out_meta(node).shape)
+    out = vshape(out_meta(node))
     if out == tuple(x.size):
         return view_tv(L, x, out, x.loader)
     return view_tv(L, x, out, lambda ops, idx: x.loader(ops, reshape_index(x.size, out, idx)))
@@ -53,7 +54,7 @@ def _transpose(L, node, x, d0, d1):
 
 @register(aten.expand.default, aten.expand_copy.default)
 def _expand(L, node, x, size, implicit=False):
-    out = tuple(out_meta(node).shape)
+    out = vshape(out_meta(node))
     pad = len(out) - x.ndim
 
     def loader(ops, idx):
@@ -89,7 +90,7 @@ def _slice(L, node, x, dim=0, start=None, end=None, step=1):
     n = x.size[dim]
     start = 0 if start is None else (start + n if start < 0 else start)
     start = min(max(start, 0), n)
-    out = tuple(out_meta(node).shape)
+    out = vshape(out_meta(node))
 
     def loader(ops, idx):
         full = list(idx)
@@ -113,7 +114,7 @@ def _split(L, node, x, sizes, dim=0):
     vals = out_meta(node)
     outs, start = [], 0
     for v in vals:
-        n = v.shape[dim]
+        n = vshape(v)[dim]
         outs.append(_narrow(L, x, dim, start, v))
         start += n
     return outs
@@ -126,7 +127,7 @@ def _unbind(L, node, x, dim=0):
     for i, v in enumerate(out_meta(node)):
         def loader(ops, idx, _i=i):
             return x.loader(ops, list(idx[:dim]) + [sympy.Integer(_i)] + list(idx[dim:]))
-        outs.append(view_tv(L, x, tuple(v.shape), loader, val=v))
+        outs.append(view_tv(L, x, vshape(v), loader, val=v))
     return outs
 
 
@@ -135,7 +136,7 @@ def _narrow(L, x, dim, start, val):
         full = list(idx)
         full[dim] = idx[dim] + start
         return x.loader(ops, full)
-    return view_tv(L, x, tuple(val.shape), loader, val=val)
+    return view_tv(L, x, vshape(val), loader, val=val)
 
 
 @register(aten.as_strided.default)
@@ -152,7 +153,7 @@ def _as_strided(L, node, x, size, stride, storage_offset=None):
             return NotImplemented
         expect *= n
     val = out_meta(node)
-    offset = int(val.storage_offset()) - (L.input_offsets.get(base.name, 0) if base.kind == "input"
+    offset = sym(val.storage_offset()) - (L.input_offsets.get(base.name, 0) if base.kind == "input"
                                           else L.meta_offsets.get(base.name, 0))
 
     def loader(ops, idx):
@@ -164,7 +165,7 @@ def _as_strided(L, node, x, size, stride, storage_offset=None):
         for st, n, d in dims:
             full[d] = ModIndex(FloorDiv(flat, st), n)
         return ops.load(base.name, full)
-    return view_tv(L, x, tuple(val.shape), loader)
+    return view_tv(L, x, vshape(val), loader)
 
 
 @register(aten.alias.default, aten.detach.default)
@@ -177,7 +178,7 @@ def _repeat(L, node, x, repeats):
     """A contiguous copy reading ``x`` at ``idx % size`` (a pointwise loop: the copy feeding it,
     a ``contiguous()`` of a permute say, fuses into it instead of an ATen call and a copy)."""
     val = out_meta(node)
-    size = tuple(val.shape)
+    size = vshape(val)
     pad = len(size) - x.ndim
     if pad < 0:
         return NotImplemented
@@ -219,7 +220,7 @@ def _cat(L, node, tensors, dim=0):
                 result = ops.where(ops.lt(ops.index_expr(idx[dim], torch.int64),
                                           ops.constant(off + t.size[dim], torch.int64)), v, result)
         return result if result is not None else ops.constant(0, dt)
-    size = tuple(val.shape)
+    size = vshape(val)
     if not tensors or any(t.ndim != len(size) for t in tensors):
         return L.pointwise(val.dtype, size, body, compute_dtype=dt)
     # laid out like its inputs really are (channels-last convolution outputs make a channels-last
@@ -234,14 +235,14 @@ def _select_scatter(L, node, base, src, dim, index):
     """``base`` with ``src`` written at ``index`` along ``dim`` (select's backward)."""
     val = out_meta(node)
     dim = dim % val.dim()
-    index = index + val.shape[dim] if index < 0 else index
+    index = index + vshape(val)[dim] if index < 0 else index
     dt = opmath(val.dtype)
 
     def body(ops, idx):
         inside = ops.eq(ops.index_expr(idx[dim], torch.int64), ops.constant(index, torch.int64))
         v = bload(ops, src, list(idx[:dim]) + list(idx[dim + 1:]), dt)
         return ops.where(inside, v, bload(ops, base, idx, dt))
-    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=dt)
+    return L.pointwise(val.dtype, vshape(val), body, compute_dtype=dt)
 
 
 @register(aten.slice_scatter.default)
@@ -249,7 +250,7 @@ def _slice_scatter(L, node, base, src, dim=0, start=None, end=None, step=1):
     """``base`` with ``src`` written into ``base[start:end:step]`` along ``dim`` (slice's backward)."""
     val = out_meta(node)
     dim = dim % val.dim()
-    n = val.shape[dim]
+    n = vshape(val)[dim]
     start = 0 if start is None else (start + n if start < 0 else start)
     end = n if end is None else (end + n if end < 0 else end)
     start, end = min(max(start, 0), n), min(max(end, 0), n)
@@ -270,7 +271,7 @@ def _slice_scatter(L, node, base, src, dim=0, start=None, end=None, step=1):
         # clamped, so the load stays in bounds where the where picks base
         local[dim] = sympy.Min(FloorDiv(sympy.Max(idx[dim] - start, 0), step), m - 1)
         return ops.where(inside, bload(ops, src, local, dt), bload(ops, base, idx, dt))
-    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=dt)
+    return L.pointwise(val.dtype, vshape(val), body, compute_dtype=dt)
 
 
 def _check(op: str, dim: int, size: int, wrap: bool, error: type, eager_text: str = "") -> IndexCheck | None:
@@ -314,7 +315,7 @@ def _index(L, node, x, indices, checked=True):
                 full.append(other[k])
                 k += 1
         return x.loader(ops, full)
-    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+    return L.pointwise(val.dtype, vshape(val), body, compute_dtype=val.dtype)
 
 
 @register(aten._unsafe_index.Tensor)
@@ -338,7 +339,7 @@ def _gather(L, node, x, dim, index, sparse_grad=False):
         if x.ndim:
             full[dim] = _indirect(ops, index, idx, size, check)
         return x.loader(ops, full)
-    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+    return L.pointwise(val.dtype, vshape(val), body, compute_dtype=val.dtype)
 
 
 @register(aten.index_select.default)
@@ -356,7 +357,7 @@ def _index_select(L, node, x, dim, index):
             full[dim] = ops.indirect_indexing(
                 bload(ops, index, [idx[dim]] if index.ndim else [], torch.int64), size, check)
         return x.loader(ops, full)
-    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+    return L.pointwise(val.dtype, vshape(val), body, compute_dtype=val.dtype)
 
 
 @register(aten.embedding.default)
@@ -370,4 +371,4 @@ def _embedding(L, node, weight, indices, padding_idx=-1, scale_grad_by_freq=Fals
     def body(ops, idx):
         row = _indirect(ops, indices, list(idx[:n]), weight.size[0], check)
         return weight.loader(ops, [row, idx[n]])
-    return L.pointwise(val.dtype, tuple(val.shape), body, compute_dtype=val.dtype)
+    return L.pointwise(val.dtype, vshape(val), body, compute_dtype=val.dtype)

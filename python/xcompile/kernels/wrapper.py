@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from typing import Any, Callable
 
+import sympy
 import torch
 from torch.utils import _pytree as pytree
 
@@ -18,6 +20,7 @@ from .. import config
 from .fusion import Group
 from .ir import ExternNode, KernelGraph, TensorRef, contiguous_strides, raise_index_error, same_strides
 from .plan import Plan
+from .sizes import SymbolicUnsupported, input_symbols, is_symbolic, known, nonzero, pyexpr
 
 
 @dataclasses.dataclass
@@ -31,6 +34,7 @@ class Kernel:
     # 1 + site from C++ (the bad index from ``bad_index()``), (site, index) from Triton
     checks: list = dataclasses.field(default_factory=list)
     bad_index: Callable | None = None
+    sizes: list[str] = dataclasses.field(default_factory=list)   # size symbols passed after the pointers
 
     def raise_error(self, code) -> None:
         if isinstance(code, tuple):
@@ -60,9 +64,23 @@ class _Globals:
         return name
 
 
+def _py(v) -> str:
+    """A size, or a tuple of sizes, as Python source (symbolic ones name the call's sizes)."""
+    if isinstance(v, (list, tuple)):
+        inner = ", ".join(_py(x) for x in v)
+        if isinstance(v, tuple):
+            return f"({inner},)" if len(v) == 1 else f"({inner})"
+        return f"[{inner}]"
+    if isinstance(v, sympy.Basic):
+        return pyexpr(v)
+    return repr(v)
+
+
 def _literal(v, g: _Globals) -> str:
     if v is None or isinstance(v, (bool, int, str)):
         return repr(v)
+    if isinstance(v, sympy.Basic):
+        return pyexpr(v)
     if isinstance(v, float):
         return repr(v) if math.isfinite(v) else g.add(v, "fconst")
     if isinstance(v, (list, tuple)):
@@ -84,14 +102,15 @@ def _tensor(ref: TensorRef, graph: KernelGraph | None = None) -> str:
             math.prod(size) == buf.layout.numel and \
             same_strides(buf.layout.size, buf.layout.stride, contiguous_strides(buf.layout.size)) and \
             same_strides(size, stride, contiguous_strides(size)):
-        dims = ", ".join(str(int(n)) for n in size) if size else "()"
+        dims = ", ".join(_py(n) for n in size) if size else "()"
         return f"{ref.name}.view({dims})"        # a reshape of a buffer we allocated: cheaper
     if buf is not None and buf.kind == "input":
         # view offsets are relative to the input's own offset, which may change between calls
         if offset == 0:
-            return f"as_strided({ref.name}, {tuple(size)!r}, {tuple(stride)!r})"
-        return f"as_strided({ref.name}, {tuple(size)!r}, {tuple(stride)!r}, {ref.name}.storage_offset() + {offset})"
-    return f"as_strided({ref.name}, {tuple(size)!r}, {tuple(stride)!r}, {offset})"
+            return f"as_strided({ref.name}, {_py(tuple(size))}, {_py(tuple(stride))})"
+        return f"as_strided({ref.name}, {_py(tuple(size))}, {_py(tuple(stride))}, " \
+            f"{ref.name}.storage_offset() + {_py(offset)})"
+    return f"as_strided({ref.name}, {_py(tuple(size))}, {_py(tuple(stride))}, {_py(offset)})"
 
 
 aten = torch.ops.aten
@@ -139,7 +158,7 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
     params: list[str] = []
     prologue: list[str] = []
     for i, name in enumerate(graph.inputs):
-        pname = name or f"_unused{i}"
+        pname = name or (f"int{i}" if i in graph.sym_inputs else f"_unused{i}")
         if i in bound:
             g.values[pname] = bound[i]      # a global of the wrapper: no per-call work
         else:
@@ -160,14 +179,21 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
                 else:
                     lay = graph.buffers[b].layout
                     dev = f", device={device}" if device else ""
-                    lines.append(f"{b} = empty_strided({lay.size!r}, {lay.stride!r}, "
+                    lines.append(f"{b} = empty_strided({_py(lay.size)}, {_py(lay.stride)}, "
                                  f"dtype={_literal(lay.dtype, g)}{dev})")
             fname = g.add(k.fn, k.name)
             if k.kind == "cpp":
-                args = ", ".join(f"{b}.data_ptr()" for b, _ in k.params)
+                args = ", ".join([f"{b}.data_ptr()" for b, _ in k.params] + k.sizes)
             else:
                 args = ", ".join(b for b, _ in k.params)
-            if math.prod(item.xs) == 0:
+            numel = math.prod(item.xs)
+            if is_symbolic(numel) and not nonzero(numel):
+                lines.append(f"if {pyexpr(numel)} > 0:")       # (an empty space runs nothing)
+                call = f"{fname}({args})"
+                lines.append(f"    if (_err := {call}):" if k.checks else f"    {call}")
+                if k.checks:
+                    lines.append(f"        {g.add(k, k.name + '_info')}.raise_error(_err)")
+            elif numel == 0:
                 # nothing to compute (and, as in eager, no index to check): its outputs are empty
                 lines.append(f"pass  # not run: the iteration space {list(item.xs)} is empty")
             elif k.checks:
@@ -185,9 +211,36 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
         lines.append(f"{graph.inputs[pos]}.copy_({_tensor(ref, graph)})")
     outs = [(_tensor(o, graph) if isinstance(o, TensorRef) else _literal(o, g)) for o in graph.outputs]
     ret = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})"
-    body = prologue + lines + [f"return {ret}"]
+    body = _bind_sizes(graph, lines + [f"return {ret}"]) + prologue + lines + [f"return {ret}"]
     src = f"def call({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
     return src, g.values
+
+
+def _bind_sizes(graph: KernelGraph, lines: list[str]) -> list[str]:
+    """``s0 = arg0.size(0)``: the size symbols the wrapper's code names, read from its inputs."""
+    where = input_symbols(graph)
+    if not where and not graph.sym_inputs:
+        return []
+    used = {i for ln in lines for i in _IDENT.findall(ln)}
+    out = []
+    for s, src in sorted(where.items(), key=lambda kv: kv[0].name):
+        if s.name not in used:
+            continue
+        pos = src[1]
+        name = graph.inputs[pos] or f"int{pos}"
+        if src[0] == "int":
+            out.append(f"{s.name} = {name}")
+        else:
+            out.append(f"{s.name} = {name}.{src[0]}({src[2]})")
+    bound = {s.name for s in where}
+    unbound = sorted(n for n in used if _SIZE_NAME.fullmatch(n) and n not in bound)
+    if unbound:
+        raise SymbolicUnsupported(f"sizes {unbound} are not read from any input")
+    return out
+
+
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_SIZE_NAME = re.compile(r"[su]\d+")
 
 
 def _extern_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str]:
@@ -234,10 +287,10 @@ def _restride_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[s
     out = []
     for b in node.outputs:
         lay = graph.buffers[b].layout
-        if math.prod(lay.size) <= 1:
+        if known(sympy.sympify(math.prod(lay.size)) <= 1):
             continue
-        out.append(f"if {b}.stride() != {lay.stride!r}:")
-        out.append(f"    {b} = {fix}({b}, {lay.size!r}, {lay.stride!r})")
+        out.append(f"if {b}.stride() != {_py(lay.stride)}:")
+        out.append(f"    {b} = {fix}({b}, {_py(lay.size)}, {_py(lay.stride)})")
     return out
 
 
@@ -257,7 +310,7 @@ def _check_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str]
     out = []
     for b in node.outputs:
         lay = graph.buffers[b].layout
-        out.append(f"{check}({b}, {str(node.origins[0])!r}, {b!r}, ({lay.size!r}, {lay.stride!r}))")
+        out.append(f"{check}({b}, {str(node.origins[0])!r}, {b!r}, ({_py(lay.size)}, {_py(lay.stride)}))")
     return out
 
 

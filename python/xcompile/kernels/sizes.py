@@ -1,0 +1,158 @@
+"""Symbolic sizes in the kernel generator (dynamic shapes).
+
+A graph traced with symbolic sizes (``f32[s0, 64]``) is lowered with its sizes, strides and
+offsets as sympy expressions over the ShapeEnv's symbols (``s0``, ``2*s0 + 1``); plain graphs
+keep Python ints. ``sym`` turns a ``SymInt`` (or an int) into that form. The kernels take the
+symbols they use as ``int64_t`` arguments and the wrapper reads them from its inputs
+(``s0 = arg0.size(0)``), so one compiled graph serves every size its guards admit.
+
+Decisions the generator takes on sizes must hold for every such size: ``known`` decides a
+relation only when it follows from the symbols' ranges (a backed size symbol is at least 2:
+sizes 0 and 1 are specialized); code that needs an undecidable answer raises
+``SymbolicUnsupported`` and the backend compiles that graph once per size instead.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import sympy
+import torch
+
+from .index import index_printer
+
+_LOWER: dict[sympy.Symbol, int] = {}     # size symbol -> its least value (from the ShapeEnv)
+
+
+class SymbolicUnsupported(RuntimeError):
+    """The kernel generator cannot keep this graph's sizes symbolic."""
+
+
+def sym(v: Any) -> Any:
+    """An int, or the sympy expression of a SymInt (ints stay ints; sympy integers become ints)."""
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        node = v.node
+        expr = node.expr
+        env = getattr(node, "shape_env", None)
+        if env is not None:
+            expr = env.replace(expr)
+            for s in expr.free_symbols:
+                if s not in _LOWER:
+                    r = env.var_to_range.get(s)
+                    low = r.lower if r is not None else None
+                    _LOWER[s] = int(low) if low is not None and low.is_integer and low.is_finite else 0
+        return int(expr) if expr.is_Integer else expr
+    if isinstance(v, sympy.Basic):
+        return int(v) if v.is_Integer else v
+    return v
+
+
+def is_symbolic(v: Any) -> bool:
+    return isinstance(v, sympy.Basic) and not v.is_Integer
+
+
+def any_symbolic(values) -> bool:
+    return any(is_symbolic(v) for v in values)
+
+
+def size_symbols(e: Any) -> set:
+    """The size symbols in ``e`` (those ``sym`` has met; not loop variables)."""
+    if not isinstance(e, sympy.Basic):
+        return set()
+    return {s for s in e.free_symbols if s in _LOWER}
+
+
+def _shifted(e: sympy.Expr) -> sympy.Expr:
+    """``e`` with each size symbol written as ``low + t``, ``t`` a non-negative symbol: sympy's
+    sign reasoning then knows the ranges."""
+    sub = {s: _LOWER.get(s, 1) + sympy.Symbol(f"_{s.name}_t", integer=True, nonnegative=True)
+           for s in size_symbols(e)}
+    return sympy.expand(e.xreplace(sub)) if sub else e
+
+
+def known(rel: Any) -> bool:
+    """Whether the relation holds for every size (False also when undecided)."""
+    if isinstance(rel, bool):
+        return rel
+    if rel is sympy.true:
+        return True
+    if rel is sympy.false:
+        return False
+    if isinstance(rel, sympy.core.relational.Relational):
+        diff = _shifted(rel.lhs - rel.rhs)
+        op = rel.rel_op
+        if op == "<":
+            return bool(diff.is_negative)
+        if op == "<=":
+            return bool(diff.is_nonpositive)
+        if op == ">":
+            return bool(diff.is_positive)
+        if op == ">=":
+            return bool(diff.is_nonnegative)
+        if op == "==":
+            return diff == 0
+        if op == "!=":
+            return bool(diff.is_nonzero)
+    return False
+
+
+def decide(rel: Any) -> bool:
+    """The truth of ``rel`` when it is the same for every size, else ``SymbolicUnsupported``."""
+    if isinstance(rel, bool):
+        return rel
+    if known(rel):
+        return True
+    if known(rel.negated if hasattr(rel, "negated") else sympy.Not(rel)):
+        return False
+    raise SymbolicUnsupported(f"the kernel generator needs to know whether {rel} (symbolic sizes)")
+
+
+def lt(a, b) -> bool:
+    return decide(sympy.sympify(a) < sympy.sympify(b)) if is_symbolic(a) or is_symbolic(b) else a < b
+
+
+def smax(a, b):
+    """max of two sizes (symbolic ones when decidable)."""
+    return b if lt(a, b) else a
+
+
+def nonzero(e: Any) -> bool:
+    """``e`` (a size or element count) is never 0."""
+    return known(sympy.sympify(e) > 0) if is_symbolic(e) else e != 0
+
+
+pyexpr = index_printer("//", "min", "max")
+
+
+def vshape(t: torch.Tensor) -> tuple:
+    """A (fake) tensor's sizes as ints or sympy expressions."""
+    return tuple(sym(s) for s in t.shape)
+
+
+def vstride(t: torch.Tensor) -> tuple:
+    return tuple(sym(s) for s in t.stride())
+
+
+
+def input_symbols(graph) -> dict:
+    """Each size symbol of a KernelGraph -> where the wrapper reads it: ("size"|"stride", input
+    position, dim), ("offset", position) or ("int", position). Symbols only met inside
+    expressions (``s0*s1``) are bound by the plain symbols they are made of."""
+    where: dict = {}
+    for pos, name in enumerate(graph.inputs):
+        if name is None:
+            continue
+        lay = graph.buffers[name].layout
+        for d, e in enumerate(lay.size):
+            if isinstance(e, sympy.Symbol):
+                where.setdefault(e, ("size", pos, d))
+        for d, e in enumerate(lay.stride):
+            if isinstance(e, sympy.Symbol):
+                where.setdefault(e, ("stride", pos, d))
+    for pos, e in graph.sym_inputs.items():
+        if isinstance(e, sympy.Symbol):
+            where.setdefault(e, ("int", pos))
+    return where
+
+
+def graph_size_names(graph) -> frozenset[str]:
+    return frozenset(s.name for s in input_symbols(graph))
