@@ -41,6 +41,9 @@ cexpr = index_printer("/", "xc_imin", "xc_imax")
 
 
 def cconst(value, dtype: torch.dtype) -> str:
+    if isinstance(value, sympy.Basic) and not value.is_Number:     # a symbolic size used as a value
+        ct = "bool" if dtype == torch.bool else value_ctype(dtype)
+        return f"(({ct})({cexpr(value)}))"
     if dtype == torch.bool:
         return "true" if value else "false"
     if not dtype.is_floating_point:
@@ -206,7 +209,7 @@ class CppOps(Ops):
             k = w.check_site(check)
             w.value_line(f"xc_hi{k} = {raw} > xc_hi{k} ? {raw} : xc_hi{k}; "
                          f"xc_lo{k} = {raw} < xc_lo{k} ? {raw} : xc_lo{k};", None, str(raw))
-        w.value_line(f"int64_t {name} = xc_index({raw}, {size});", name, str(raw))
+        w.value_line(f"int64_t {name} = xc_index({raw}, {cexpr(size)});", name, str(raw))
         return sympy.Symbol(name, integer=True, nonnegative=True)
 
     def pointwise(self, op, *args):

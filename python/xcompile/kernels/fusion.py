@@ -26,7 +26,7 @@ from torch.utils import _pytree as pytree
 from .. import config, log
 from .index import FloorDiv, ModIndex, index_var, simplify_index
 from .ir import ExternNode, InlineOps, KernelGraph, LoopNode, ReadRecorder, TensorRef, record
-from .sizes import sym
+from .sizes import known, sym
 
 LOOKBACK = 8
 
@@ -324,7 +324,7 @@ class Fusion:
             return None
         idx, ridx = g.node_index(n, level)
         r = g.rvars()[-1]
-        xv = [v for v, size in zip(g.xvars(), g.xs) if size > 1]
+        xv = [v for v, size in zip(g.xvars(), g.xs) if known(sympy.sympify(size) > 1)]
         for b, index in _reads_in(n, idx, ridx):
             buf = self.g.buffers.get(b)
             if buf is None or self.producer.get(b) in g.nodes:

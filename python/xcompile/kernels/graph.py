@@ -215,7 +215,7 @@ class GraphLowering:
         if isinstance(v, (list, tuple)):
             return type(v)(self._symints(x) for x in v)
         if isinstance(v, sympy.Expr) and not v.is_Integer:
-            hint = v.xreplace(self.shape_env.var_to_val)
+            hint = v.xreplace(getattr(self.shape_env, "backed_var_to_val", None) or self.shape_env.var_to_val)
             return self.shape_env.create_symintnode(v, hint=int(hint) if hint.is_Integer else None)
         return v
 
