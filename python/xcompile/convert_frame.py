@@ -195,6 +195,8 @@ class ConvertFrame:
     def _install(self, code, captured):
         compiled = _keeping_grad_mode(self._compile_graph(code, captured), captured)
         n_inputs = len(captured.input_sources)
+        if captured.guards.refresh is not None:
+            captured.guards.refresh()             # what the backend added to the shape guards
         guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
         compiled, n_call = with_side_effects(captured, compiled, n_inputs, guard)   # mutations applied after it
@@ -215,6 +217,8 @@ class ConvertFrame:
         _C.set_code_state(runner.__code__, SKIP)
         log.log("output_code", "REPLACEMENT CODE for %s (graph break at %s)\n%s", _where(code),
                 broken.record.where, broken.source_text)
+        if broken.captured.guards.refresh is not None:
+            broken.captured.guards.refresh()
         guard = lower_guards(broken.captured.guards, [], [])
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
         entry = _C.CacheEntry.code(guard, runner)

@@ -48,3 +48,26 @@ def record(code: types.CodeType, name: str, sizes: tuple) -> None:
 
 def clear() -> None:
     _SEEN.clear()
+
+
+# -- guards a backend adds ------------------------------------------------------------------------
+# The frontend turns what its ShapeEnv learned into guards when the trace ends. A backend that
+# compiles the graph with symbolic sizes (backends/dynamic_kernels.py) may teach the ShapeEnv
+# more (a decomposition branched on ``s0 > 2``): it then stamps the ShapeEnv with
+# ``accept_facts``, and the frame's guards are produced again before they are installed.
+# Facts a backend learned without stamping them (it then compiled per size) are not guarded.
+ACCEPTED = "_xcompile_accepted_facts"
+
+
+def shape_facts(env: Any) -> tuple:
+    """What a ShapeEnv knows that guards would have to check."""
+    return (len(env.guards), len(env.replacements),
+            sum(len(v) for v in env.deferred_runtime_asserts.values()))
+
+
+def accept_facts(env: Any) -> None:
+    setattr(env, ACCEPTED, shape_facts(env))
+
+
+def accepted_facts(env: Any) -> tuple | None:
+    return getattr(env, ACCEPTED, None)

@@ -139,8 +139,12 @@ def main(argv=None) -> int:
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds one program may take")
     ap.add_argument("--log", default=None, help="append every failure as a JSON line here")
     ap.add_argument("--show", type=int, default=None, help="print one seed's program and check it")
+    ap.add_argument("--dynamic", action="store_true",
+                    help="compile with dynamic=True (symbolic sizes from the first call)")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.dynamic:
+        os.environ["XCOMPILE_FUZZ_DYNAMIC"] = "1"        # read by harness.py; workers inherit it
     if a.worker:
         worker(a.worker[0], int(a.worker[1]), int(a.worker[2]), a.minimize)
         return 0

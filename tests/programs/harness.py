@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import linecache
 import math
+import os
 import traceback
 import warnings
 from dataclasses import dataclass
@@ -224,7 +225,8 @@ def check_source(src: str, make_args, backend: str, *, calls=1, grad=True, dtype
 def compare_calls(f_e, ns_e, f_c, ns_c, backend, calls, tol, seed=0) -> Result:
     """Compile f_c and make each call (a factory of (args, kwargs, leaves), the grad mode) on
     both copies; compare after every call."""
-    compiled = xcompile.compile(f_c, backend=backend)
+    dynamic = True if os.environ.get("XCOMPILE_FUZZ_DYNAMIC") == "1" else None   # fuzz.py --dynamic
+    compiled = xcompile.compile(f_c, backend=backend, dynamic=dynamic)
     for i, (factory, grad) in enumerate(calls):
         torch.set_grad_enabled(True)
         # eager first, forward and backward: a program eager rejects is discarded

@@ -25,9 +25,11 @@ from torch._guards import detect_fake_mode
 from .. import config, log
 from ..aot.lift import lift
 from ..aot.schema import writes_in_place
+from ..guards.shape_expr import UnsupportedShapeExpr, compile_relation
 from ..kernels.compile import compile_symbolic_graph
 from ..kernels.decompose import trace_aten
 from ..kernels.sizes import SymbolicUnsupported
+from ..shape_state import accept_facts, shape_facts
 
 
 def _shape_env(fakes: list) -> Any:
@@ -40,11 +42,20 @@ def _shape_env(fakes: list) -> Any:
     return None
 
 
-def _facts(env) -> tuple:
-    """What the ShapeEnv knows that guards would have to check."""
-    return (len(env.guards), len(env.replacements),
-            sum(len(v) for v in env.deferred_runtime_asserts.values()),
-            len(getattr(env, "axioms", ()) or ()))
+def _new_facts(env, before: tuple) -> str | None:
+    """Why what the ATen trace or the lowering taught the ShapeEnv cannot be guarded (None: it
+    can: new relations the guard programs express, no size fixed to a value)."""
+    now = shape_facts(env)
+    if now == before:
+        return None
+    if now[1:] != before[1:]:
+        return "a size specialized to a value, or a runtime assert"
+    for g in env.guards[before[0]:]:
+        try:
+            compile_relation(env.simplify(g.expr), lambda s: 0)
+        except UnsupportedShapeExpr:
+            return f"a guard the guard programs cannot express: {g.expr}"
+    return None
 
 
 def compile_dynamic(gm: torch.fx.GraphModule, example_inputs: list) -> Callable | None:
@@ -69,26 +80,31 @@ def compile_dynamic(gm: torch.fx.GraphModule, example_inputs: list) -> Callable 
         return _give_up("a training graph")
     fakes = [m if isinstance(m, (torch.Tensor, torch.SymInt)) else a for m, a in zip(metas, inputs)]
     fakes += [fake_mode.from_tensor(t, static_shapes=True) for t in program.state]
-    before = _facts(env)
+    before = shape_facts(env)
     try:
         with torch.no_grad():
             aten_gm = trace_aten(program, fakes)
-        if _facts(env) != before:
-            return _give_up("the ATen trace needs a new guard on the sizes")
+        why = _new_facts(env, before)
+        if why is not None:
+            return _give_up(f"the ATen trace needs {why}")
         if _writes_or_aliases(aten_gm):
             return _give_up("outputs alias inputs")
         n = len(inputs)
         fn = compile_symbolic_graph(aten_gm, inputs + list(program.state),
                                     bound={n + i: t for i, t in enumerate(program.state)})
-    except Exception as e:  # noqa: BLE001 - anything it cannot do: compile per size
+    except Exception as e:
         if config.kernel_raise_errors and not _expected(e):
             raise
         frames = traceback.extract_tb(e.__traceback__)
         tb = next((f for f in reversed(frames) if "xcompile" in f.filename), frames[-1])
         return _give_up(f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''} "
                         f"({os.path.basename(tb.filename)}:{tb.lineno})")
-    if _facts(env) != before:
-        return _give_up("the lowering needs a new guard on the sizes")
+    why = _new_facts(env, before)
+    if why is not None:
+        return _give_up(f"the lowering needs {why}")
+    if shape_facts(env) != before:
+        log.log("dynamic", "the ATen trace added %d guards on the sizes", shape_facts(env)[0] - before[0])
+    accept_facts(env)                     # the frame's guards now include what this trace learned
     log.log("dynamic", "one set of kernels serves every size of this graph")
     return fn
 

@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from .. import config
+from .. import config, shape_state
 from ..bytecode.instructions import Instr, decode
 from ..guards.build import GuardBuilder
 from ..guards.sources import AttrSource, ClosureCellSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
@@ -203,7 +203,18 @@ class Tracer:
     def build_guards(self) -> GuardSet:
         """The guards of the trace, with those of its symbolic sizes (frontend/shapes.py)."""
         guard_set = self.guards.build()
-        produce_guards(self.gb.fake_mode.shape_env, self.shapes, guard_set)
+        env, policy = self.gb.fake_mode.shape_env, self.shapes
+        produce_guards(env, policy, guard_set)
+        if env is not None:
+            produced = shape_state.shape_facts(env)
+
+            def refresh() -> None:
+                """Guards for what a backend taught the ShapeEnv and stamped (shape_state.py)."""
+                accepted = shape_state.accepted_facts(env)
+                if accepted is not None and accepted != produced and accepted == shape_state.shape_facts(env):
+                    guard_set.shape_checks = []
+                    produce_guards(env, policy, guard_set)
+            guard_set.refresh = refresh
         return guard_set
 
     def decoded(self, code: types.CodeType) -> list[Instr]:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from .sources import Source
 
@@ -87,6 +87,9 @@ class GuardSet:
     dims: dict[Source, tuple[tuple, tuple | None]] = field(default_factory=dict)
     # Relations between symbolic sizes (dynamic shapes), in the order they are checked.
     shape_checks: list[ShapeCheck] = field(default_factory=list)
+    # Produces the shape checks again with what a backend added to the ShapeEnv (see
+    # shape_state.accept_facts); called once the backend compiled, before the guards are lowered.
+    refresh: Callable[[], None] | None = field(default=None, compare=False, repr=False)
 
     def add(self, source: Source, kind: str, value: Any) -> None:
         g = Guard(source, kind, value)

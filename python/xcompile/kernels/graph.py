@@ -7,6 +7,7 @@ ops without a row become ``ExternNode`` ATen calls, counted in ``KernelGraph.fal
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import operator
 from typing import Any, Callable, Sequence
@@ -21,7 +22,7 @@ from torch.utils import _pytree as pytree
 
 from .index import FloorDiv, ModIndex
 from .ir import Buffer, ExternNode, KernelGraph, Layout, LoopNode, TensorRef, contiguous_strides, same_strides
-from .sizes import SymbolicUnsupported, lt, sym, vshape, vstride
+from .sizes import SymbolicUnsupported, is_symbolic, lt, sym, vshape, vstride
 
 aten = torch.ops.aten
 
@@ -51,10 +52,11 @@ class TV:
 
 def _is_dense(layout: Layout) -> bool:
     """Non-overlapping and dense: strides are a permutation of contiguous strides."""
-    dims = sorted((st, s) for s, st in zip(layout.size, layout.stride) if s != 1)
+    dims = sorted(((st, s) for s, st in zip(layout.size, layout.stride) if s != 1),
+                  key=functools.cmp_to_key(lambda a, b: -1 if lt(a[0], b[0]) else int(lt(b[0], a[0]))))
     expect = 1
     for st, s in dims:
-        if st != expect:
+        if st != expect and (not (is_symbolic(st) or is_symbolic(expect)) or sympy.expand(st - expect) != 0):
             return False
         expect *= s
     return True

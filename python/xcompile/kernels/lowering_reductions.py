@@ -9,7 +9,7 @@ import torch
 from .graph import TV, GraphLowering, reshape_index
 from .lowering_base import const as _c
 from .lowering_base import opmath, out_meta, register
-from .sizes import sym, vshape
+from .sizes import is_symbolic, smax, sym, vshape
 
 aten = torch.ops.aten
 
@@ -131,10 +131,10 @@ def _welford(L, node, x, dims, keepdim, correction, want_std, want_mean):
     mean, m2 = L.reduction(x, _dims(x, dims), keepdim, "welford", acc, acc)
     n = _numel(x, dims)
     corr = 1 if correction is None else correction
-    denom = max(n - corr, 0)
+    denom = smax(n - corr, 0)
 
     def var_body(ops, idx):
-        v = ops.truediv(m2.loader(ops, idx), _c(ops, float(denom), acc))
+        v = ops.truediv(m2.loader(ops, idx), _c(ops, denom if is_symbolic(denom) else float(denom), acc))
         return ops.sqrt(v) if want_std else v
     var = _fit(L, L.pointwise(metas[0].dtype, m2.size, var_body, compute_dtype=acc), vshape(metas[0]))
     if not want_mean:

@@ -279,7 +279,7 @@ def _check(op: str, dim: int, size: int, wrap: bool, error: type, eager_text: st
     out-of-range indices then read a clamped element instead of raising)."""
     if not config.kernel_index_checks:
         return None
-    return IndexCheck(op, dim, int(size), wrap, error, eager_text)
+    return IndexCheck(op, dim, sym(size), wrap, error, eager_text)
 
 
 def _indirect(ops, t: TV, idx, size: int, check: IndexCheck | None):

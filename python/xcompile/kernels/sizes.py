@@ -20,7 +20,7 @@ import torch
 
 from .index import index_printer
 
-_LOWER: dict[sympy.Symbol, int] = {}     # size symbol -> its least value (from the ShapeEnv)
+_LOWER: dict[sympy.Symbol, int | None] = {}   # size symbol -> its least value (ShapeEnv), None: unbounded
 
 
 class SymbolicUnsupported(RuntimeError):
@@ -38,8 +38,10 @@ def sym(v: Any) -> Any:
             for s in expr.free_symbols:
                 if s not in _LOWER:
                     r = env.var_to_range.get(s)
-                    low = r.lower if r is not None else None
-                    _LOWER[s] = int(low) if low is not None and low.is_integer and low.is_finite else 0
+                    try:
+                        _LOWER[s] = int(r.lower) if r is not None else None
+                    except (TypeError, ValueError, AttributeError):    # -oo: an int that may be negative
+                        _LOWER[s] = None
         return int(expr) if expr.is_Integer else expr
     if isinstance(v, sympy.Basic):
         return int(v) if v.is_Integer else v
@@ -64,8 +66,8 @@ def size_symbols(e: Any) -> set:
 def _shifted(e: sympy.Expr) -> sympy.Expr:
     """``e`` with each size symbol written as ``low + t``, ``t`` a non-negative symbol: sympy's
     sign reasoning then knows the ranges."""
-    sub = {s: _LOWER.get(s, 1) + sympy.Symbol(f"_{s.name}_t", integer=True, nonnegative=True)
-           for s in size_symbols(e)}
+    sub = {s: low + sympy.Symbol(f"_{s.name}_t", integer=True, nonnegative=True)
+           for s in size_symbols(e) if (low := _LOWER.get(s)) is not None}
     return sympy.expand(e.xreplace(sub)) if sub else e
 
 
