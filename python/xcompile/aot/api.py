@@ -37,7 +37,7 @@ from .. import config
 from ..log import enabled, log
 from .aliasing import independent_examples
 from .joint import Decompositions, fake_inputs, trace_forward, trace_joint
-from .lift import lift
+from .lift import LiftedProgram, lift
 from .partition import POLICIES
 from .runtime import CompiledProgram, EagerTraining, TrainingArtifact
 from .schema import analyze
@@ -69,8 +69,13 @@ def _keep_eager_rng(decompositions: Decompositions | None) -> Decompositions | N
 def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Compiler | None = None,
                 bw_compiler: Compiler | None = None, *, partition: str = "min_cut",
                 decompositions: Decompositions | None = None,
-                inference_compiler: Compiler | None = None) -> CompiledProgram:
-    """Compile a torch-level FX graph with AOT forward/backward graphs (see module doc)."""
+                inference_compiler: Compiler | None = None, program: LiftedProgram | None = None,
+                state: list | None = None) -> CompiledProgram:
+    """Compile a torch-level FX graph with AOT forward/backward graphs (see module doc).
+
+    Dynamic shapes: ``example_inputs`` may be the frontend's fake inputs with symbolic sizes,
+    with ``program`` the lifted graph and ``state`` fakes of its parameters and buffers
+    (static sizes); the graphs are then traced once for every size."""
     if partition not in POLICIES:
         raise ValueError(f"unknown partition {partition!r}; choose one of {sorted(POLICIES)}")
     fw_compiler = fw_compiler or run_as_is
@@ -79,10 +84,11 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
     decompositions = _keep_eager_rng(decompositions)
     partition_fn = POLICIES[partition]
 
-    program = lift(gm)                                                     # 1. lift
+    program = program or lift(gm)                                          # 1. lift
     # examples that share memory are traced as independent inputs; calls where a written
     # input shares memory with another run eagerly (aliasing.py)
-    primals = independent_examples(example_inputs, program.state) + program.state
+    primals = list(example_inputs) + list(state) if state is not None else \
+        independent_examples(example_inputs, program.state) + program.state
     fake_mode, fakes = fake_inputs(primals)
     schema = analyze(program, fakes, fake_mode)                            # 2. analyze
 

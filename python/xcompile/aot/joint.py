@@ -49,9 +49,10 @@ def fake_inputs(primals: list) -> tuple[FakeTensorMode, list]:
     """Fake copies of ``primals`` (reusing their mode if they are fake already)."""
     for p in primals:
         if isinstance(p, FakeTensor):
+            # (the frontend's fakes with symbolic sizes: parameters and buffers stay static)
             mode = p.fake_mode
             return mode, [t if isinstance(t, FakeTensor) or not isinstance(t, torch.Tensor)
-                          else mode.from_tensor(t) for t in primals]
+                          else mode.from_tensor(t, static_shapes=True) for t in primals]
     mode = FakeTensorMode()
     return mode, [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in primals]
 

@@ -62,13 +62,23 @@ def _val(node: torch.fx.Node):
     return node.meta.get("val")
 
 
+def _hint(v) -> int:
+    """An int, or a symbolic size's example value (never a guard): costs, not decisions."""
+    if isinstance(v, torch.SymInt):
+        h = v.node.hint
+        if h is None:
+            h = v.node.shape_env.size_hint(v.node.expr, allow_none=True)
+        return int(h) if h is not None else 4096          # unbacked: a typical size
+    return int(v)
+
+
 def nbytes(node: torch.fx.Node) -> float:
     """Bytes to keep ``node`` alive for the backward; inf if it cannot be saved alone."""
     val = _val(node)
     if isinstance(val, torch.Tensor):
         if aliases_input(node):
             return math.inf                  # saving a view keeps its base: save the base instead
-        return float(val.numel() * val.element_size())
+        return float(_hint(val.numel()) * val.element_size())     # (symbolic sizes: their example values)
     if isinstance(val, (int, float, bool, torch.SymInt)):
         return 8.0
     return math.inf                          # tuples of tensors: save their getitems
@@ -302,4 +312,4 @@ def _build(joint: JointGraph, r: _Roles, saved: list[torch.fx.Node], mutated_pri
 
 def _view_bytes(n: torch.fx.Node) -> float:
     val = _val(n)
-    return float(val.untyped_storage().nbytes()) if isinstance(val, torch.Tensor) else 0.0
+    return float(_hint(val.untyped_storage().nbytes())) if isinstance(val, torch.Tensor) else 0.0

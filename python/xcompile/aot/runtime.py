@@ -20,6 +20,7 @@ import torch
 
 from .. import _C
 from ..log import log
+from ..shape_state import shape_facts
 from .aliasing import eager_for_aliased, shares_storage
 from .saved_use import saved_needed
 from .schema import AotUnsupported, OutputKind, Schema
@@ -61,6 +62,12 @@ class TrainingArtifact:
         self.tangent_meta = tuple((schema.fw_outs[i].size, schema.fw_outs[i].dtype, schema.fw_outs[i].device)
                                   for i in self.diff_outs)
         self.tangent_deps = _tangent_deps(bw_gm, num_saved)
+        # dynamic shapes: saved sizes (ints) travel beside the saved tensors, and a missing
+        # gradient's zeros take the size its output had in this call
+        saved_vals = [n.meta.get("val") for n in bw_gm.graph.nodes if n.op == "placeholder"][:num_saved]
+        self.saved_ints = tuple(i for i, v in enumerate(saved_vals) if isinstance(v, torch.SymInt))
+        self.symbolic = bool(self.saved_ints) or any(
+            isinstance(d, torch.SymInt) for size, _, _ in self.tangent_meta for d in size)
 
     def backward_fn(self, example: list) -> Callable:
         if self.bw is None:
@@ -116,6 +123,11 @@ class CompiledFunction(torch.autograd.Function):
         ctx.art = art
         ctx.set_materialize_grads(False)        # an unused output's gradient stays None (backward)
         saved = outs[n:]
+        if art.symbolic:
+            if art.saved_ints:
+                ctx.saved_ints = {i: saved[i] for i in art.saved_ints}
+                saved = tuple(t for i, t in enumerate(saved) if i not in ctx.saved_ints)
+            ctx.diff_sizes = tuple(fw_outs[i].shape for i in art.diff_outs)
         ctx.save_for_backward(*saved)
         ctx.versions = tuple(map(_version, saved))     # see _saved_after_writes
         if art.non_diff_outs:
@@ -143,7 +155,7 @@ class CompiledFunction(torch.autograd.Function):
             g = grads[i]
             if g is None:
                 size, dtype, device = art.tangent_meta[k]
-                g = torch.zeros(size, dtype=dtype, device=device)
+                g = torch.zeros(ctx.diff_sizes[k] if art.symbolic else size, dtype=dtype, device=device)
                 missing.append(k)
             tangents.append(g if g.is_contiguous() else g.contiguous())
         try:
@@ -152,6 +164,9 @@ class CompiledFunction(torch.autograd.Function):
             if "modified by an inplace operation" not in str(e):
                 raise
             saved = _saved_after_writes(ctx, art, frozenset(range(len(tangents))) - frozenset(missing), e)
+        if art.saved_ints:
+            it = iter(saved)
+            saved = tuple(ctx.saved_ints[i] if i in ctx.saved_ints else next(it) for i in range(art.num_saved))
         args = [*saved, *tangents]
         bw = art.backward_fn(args)
         if torch.is_grad_enabled():            # create_graph=True: allow once, refuse a second time
@@ -173,7 +188,8 @@ def _saved_after_writes(ctx, art: TrainingArtifact, live: frozenset, error: Runt
     eager raises only if the loss reaches an op that saved it, so raise ``error`` only when a
     written tensor contributes to a live output's gradient (aot/saved_use.py)."""
     current = [r.data for r in ctx._raw_saved_tensors]
-    for i, (t, v) in enumerate(zip(current, ctx.versions)):
+    where = [i for i in range(art.num_saved) if i not in art.saved_ints]     # (saved ints travel apart)
+    for i, (t, v) in zip(where, zip(current, ctx.versions)):
         if t._version != v and saved_needed(art.bw_gm, art.num_saved, i, live):
             raise error
     return tuple(current)
@@ -246,6 +262,28 @@ class CompiledProgram:
                         and len(kinds) == n)
         self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset, o.base_stride, o.detach,
                                 o.no_grad) for o in schema.outputs)
+
+    def freeze_shapes(self, env) -> None:
+        """Symbolic sizes (dynamic shapes): the frame's guards are installed once this returns,
+        so a variant built later (other requires_grad flags, a no_grad call) whose trace would
+        need a new guard on the sizes runs the graph eagerly instead."""
+        facts = shape_facts(env)
+        make_training, make_inference = self._make_training, self._make_inference
+
+        def training(flags: tuple) -> TrainingArtifact:
+            art = make_training(flags)
+            if shape_facts(env) != facts:
+                raise EagerTraining("its trace needs a new guard on the symbolic sizes")
+            return art
+
+        def inference() -> Callable:
+            fn = make_inference()
+            if shape_facts(env) == facts:
+                return fn
+            log("fallbacks", "aot: running the graph eagerly without grad: its trace needs a new guard "
+                "on the symbolic sizes")
+            return self._eager
+        self._make_training, self._make_inference = training, inference
 
     # -- variants, built on first need
     def training(self, flags: tuple) -> TrainingArtifact | object:

@@ -13,6 +13,7 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicO
 
 from .. import log
 from ..aot.api import aot_compile
+from .dynamic_kernels import aot_dynamic
 from .eager import scalar_graph
 from .per_size import PerSize, symbolic_inputs
 
@@ -22,9 +23,10 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str 
     if runner is not None:
         return runner
     dynamic = symbolic_inputs(gm)
-    if dynamic:                                       # symbolic sizes: one static compile per size
-        return PerSize(lambda g, inputs: aot_eager(g, inputs, partition=partition), gm, example_inputs,
-                       dynamic, "aot_eager")
+    if dynamic:          # symbolic sizes: graphs traced once for all sizes, else once per size
+        return aot_dynamic(gm, example_inputs, partition) or \
+            PerSize(lambda g, inputs: aot_eager(g, inputs, partition=partition), gm, example_inputs,
+                    dynamic, "aot_eager")
     try:
         return aot_compile(gm, example_inputs, partition=partition)
     except (DynamicOutputShapeException, DataDependentOutputException) as e:

@@ -154,11 +154,11 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], 
 
 
 def compile_symbolic_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], *,
-                           bound: dict[int, torch.Tensor] | None = None) -> Callable:
+                           bound: dict[int, torch.Tensor] | None = None, training: bool = False) -> Callable:
     """``compile_aten_graph`` for a graph whose placeholders carry symbolic sizes: kernels that
     take the sizes as arguments. It raises instead of running eagerly (the caller then
     compiles per size); ``SymbolicUnsupported`` names what the generator cannot keep symbolic."""
-    return _compile(gm, example_inputs, dict(bound or {}))
+    return _compile(gm, example_inputs, dict(bound or {}), training=training)
 
 
 def eager_callable(gm: torch.fx.GraphModule, bound: dict[int, torch.Tensor], n_inputs: int) -> Callable:
