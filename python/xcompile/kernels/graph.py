@@ -511,8 +511,8 @@ def reshape_index(in_size: Sequence[int], out_size: Sequence[int], idx: Sequence
         pj = out_size[j] if j < len(out_size) else 1
         i += 1
         j += 1
-        while pi != pj:
-            if pi < pj:
+        while pi != pj and (not (is_symbolic(pi) or is_symbolic(pj)) or sympy.expand(pi - pj) != 0):
+            if lt(pi, pj):
                 pi *= in_size[i]
                 gi.append(i)
                 i += 1

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import sympy
 from sympy import Expr
+from torch.utils._sympy.functions import FloorDiv as TorchFloorDiv
+from torch.utils._sympy.functions import Mod as TorchMod
+from torch.utils._sympy.functions import PythonMod as TorchPythonMod
 
 
 def index_var(prefix: str, i: int) -> sympy.Symbol:
@@ -162,10 +165,13 @@ def index_printer(floordiv: str, minimum: str, maximum: str):
         if e.is_Add:
             return "(" + " + ".join(pr(a) for a in e.as_ordered_terms()) + ")"
         if e.is_Mul:
+            c, rest = e.as_coeff_Mul()
+            if c.is_Rational and not c.is_Integer:     # an exact division of sizes: (s0*3) / 2
+                return f"(({pr(c.p * rest)}) {floordiv} {c.q})"
             return "(" + "*".join(pr(a) for a in e.args) + ")"
-        if isinstance(e, FloorDiv):
+        if isinstance(e, (FloorDiv, TorchFloorDiv)):
             return f"({pr(e.args[0])} {floordiv} {pr(e.args[1])})"
-        if isinstance(e, ModIndex):
+        if isinstance(e, (ModIndex, TorchMod, TorchPythonMod)):       # (non-negative operands)
             return f"({pr(e.args[0])} % {pr(e.args[1])})"
         if isinstance(e, (sympy.Min, sympy.Max)):
             fn = minimum if isinstance(e, sympy.Min) else maximum

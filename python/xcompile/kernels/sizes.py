@@ -13,12 +13,14 @@ sizes 0 and 1 are specialized); code that needs an undecidable answer raises
 """
 from __future__ import annotations
 
+import contextvars
 from typing import Any
 
 import sympy
 import torch
+from torch.utils._sympy.functions import FloorDiv as TorchFloorDiv
 
-from .index import index_printer
+from .index import FloorDiv, ModIndex, index_printer
 
 _LOWER: dict[sympy.Symbol, int | None] = {}   # size symbol -> its least value (ShapeEnv), None: unbounded
 
@@ -34,7 +36,7 @@ def sym(v: Any) -> Any:
         expr = node.expr
         env = getattr(node, "shape_env", None)
         if env is not None:
-            expr = env.replace(expr)
+            expr = _exact_divisions(env.replace(expr), env)
             for s in expr.free_symbols:
                 if s not in _LOWER:
                     r = env.var_to_range.get(s)
@@ -46,6 +48,15 @@ def sym(v: Any) -> Any:
     if isinstance(v, sympy.Basic):
         return int(v) if v.is_Integer else v
     return v
+
+
+def _exact_divisions(expr: sympy.Expr, env: Any) -> sympy.Expr:
+    """``s0 // 2`` as ``s0/2`` where the ShapeEnv knows the division is exact (a guard said
+    ``s0 % 2 == 0``): then ``2 * (s0 // 2)`` is ``s0`` to sympy as well."""
+    if not expr.has(TorchFloorDiv):
+        return expr
+    exact = {m.args for m in getattr(env, "divisible", ())}
+    return expr.replace(lambda e: isinstance(e, TorchFloorDiv) and e.args in exact, lambda e: e.args[0] / e.args[1])
 
 
 def is_symbolic(v: Any) -> bool:
@@ -71,6 +82,25 @@ def _shifted(e: sympy.Expr) -> sympy.Expr:
     return sympy.expand(e.xreplace(sub)) if sub else e
 
 
+_ENV: contextvars.ContextVar = contextvars.ContextVar("xcompile_shape_env", default=None)
+
+
+def using_shape_env(env: Any):
+    """Within this context ``known`` also asks ``env`` what its guards imply (``s0 % 2 == 0``)."""
+    return _EnvContext(env)
+
+
+class _EnvContext:
+    def __init__(self, env):
+        self.env = env
+
+    def __enter__(self):
+        self.token = _ENV.set(self.env)
+
+    def __exit__(self, *exc):
+        _ENV.reset(self.token)
+
+
 def known(rel: Any) -> bool:
     """Whether the relation holds for every size (False also when undecided)."""
     if isinstance(rel, bool):
@@ -79,6 +109,18 @@ def known(rel: Any) -> bool:
         return True
     if rel is sympy.false:
         return False
+    if _known_by_ranges(rel):
+        return True
+    env = _ENV.get()
+    if env is None or not isinstance(rel, sympy.Basic) or rel.has(FloorDiv, ModIndex):
+        return False
+    try:
+        return env._maybe_evaluate_static(rel) is sympy.true       # what its guards imply, no new guard
+    except Exception:  # noqa: BLE001 - an expression it cannot reason about: undecided
+        return False
+
+
+def _known_by_ranges(rel: Any) -> bool:
     if isinstance(rel, sympy.core.relational.Relational):
         diff = _shifted(rel.lhs - rel.rhs)
         op = rel.rel_op
