@@ -1,8 +1,10 @@
 """Backend "eager": run the captured FX graph as it is.
 
-``scalar_graph(gm, backend)`` is the path the other backends take for graphs with captured
-scalars (``config.capture_scalar_outputs``: ``Tensor.item()`` and Python arithmetic on it as
-graph ops): their AOT/ATen tracers and the kernel generator work on tensors only, so such a
+``scalar_graph(gm, backend)`` is the path the other backends take for graphs with unbacked
+symbols: captured scalars (``config.capture_scalar_outputs``: ``Tensor.item()`` and Python
+arithmetic on it as graph ops) and tensors sized by them or by data-dependent ops
+(``config.capture_dynamic_output_shape_ops``: ``nonzero``, ``x[mask]``, ``unique``...): their
+AOT/ATen tracers and the kernel generator work on sizes known from the inputs only, so such a
 graph runs as it is (autograd records it as eager does, so gradients are eager's). Logged
 under ``XCOMPILE_LOGS=fallbacks``; no warning, since it is an expected outcome of the knob.
 """
@@ -22,12 +24,20 @@ def eager(gm: torch.fx.GraphModule, example_inputs: list):
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 
 
+def _unbacked(v) -> bool:
+    if isinstance(v, (*_SYM_TYPES, torch.Tensor)):
+        return bool(free_unbacked_symbols(v))
+    if isinstance(v, (tuple, list)):
+        return any(_unbacked(i) for i in v)
+    return False
+
+
 def captured_scalar_nodes(gm: torch.fx.GraphModule) -> list[torch.fx.Node]:
-    """Nodes that compute captured scalars (``item`` and Python arithmetic on its result): the
-    frontend's example value of such a node is a SymInt/SymFloat/SymBool of an unbacked symbol
-    (sizes of inputs under dynamic shapes are backed: see backends/per_size.py)."""
-    return [n for n in gm.graph.nodes if (isinstance(n.meta.get("example_value"), _SYM_TYPES)
-                                          and free_unbacked_symbols(n.meta["example_value"]))
+    """Nodes that compute captured scalars (``item`` and Python arithmetic on its result) or
+    tensors sized by unbacked symbols (``nonzero``, ``x[mask]``, ``torch.zeros(t.item())``): the
+    frontend's example value of such a node holds an unbacked symbol (sizes of inputs under
+    dynamic shapes are backed: see backends/per_size.py)."""
+    return [n for n in gm.graph.nodes if _unbacked(n.meta.get("example_value"))
             or (n.op == "call_method" and n.target in ("item", "tolist"))]
 
 
@@ -36,6 +46,7 @@ def scalar_graph(gm: torch.fx.GraphModule, backend: str):
     nodes = captured_scalar_nodes(gm)
     if not nodes:
         return None
-    log.log("fallbacks", "whole graph eager (%s): %d captured scalar op(s) (%s)", backend, len(nodes),
+    log.log("fallbacks", "whole graph eager (%s): %d captured scalar / data-dependent op(s) (%s)", backend,
+            len(nodes),
             ", ".join(n.name for n in nodes[:8]))
     return gm.forward

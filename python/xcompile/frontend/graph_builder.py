@@ -1,8 +1,9 @@
 """The FX graph under construction, with fake-tensor metadata for every node.
 
 One ``GraphBuilder`` per trace.  It owns the ``torch.fx.Graph``, the ``FakeTensorMode``
-(static shapes; with ``config.capture_scalar_outputs`` it has a ``ShapeEnv`` so that ``item()``
-gives unbacked symbolic scalars, see scalars.py), the graph inputs (placeholders, in first-use order, one per distinct
+(static shapes; with ``config.capture_scalar_outputs`` or ``capture_dynamic_output_shape_ops`` it
+has a ``ShapeEnv`` so that ``item()`` gives unbacked symbolic scalars and ``nonzero()`` a result
+sized by an unbacked symbol, see scalars.py), the graph inputs (placeholders, in first-use order, one per distinct
 tensor object) and the module state the graph reads (``get_attr`` nodes whose targets
 hold the very same Parameter / buffer objects), and the grad mode the traced code is in.
 
@@ -26,7 +27,7 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     UnsupportedOperatorException,
 )
-from torch.fx.experimental.symbolic_shapes import DimDynamic, GuardOnDataDependentSymNode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, GuardOnDataDependentSymNode, guard_or_false
 from torch.utils._pytree import tree_map
 
 from .. import config
@@ -46,6 +47,9 @@ from .values import (
 
 _DATA_DEPENDENT_HINT = ("This needs the value of a tensor at trace time; move it out of the compiled region, "
                         "or compute it with tensor ops (torch.where, masking) instead.")
+
+_DYNAMIC_OUTPUT_HINT = ("Set xcompile.config.capture_dynamic_output_shape_ops = True to capture it in the graph "
+                        "(its output size becomes an unbacked symbol), or keep it outside the compiled region.")
 
 
 def source_to_name(src: Source) -> str:
@@ -103,8 +107,11 @@ class GraphBuilder:
         # where the trace is (a user line), for errors that name it; set by the tracer
         self.where: Callable[[], Any] = lambda: None
         self.captures_scalars = bool(config.capture_scalar_outputs)
+        # nonzero, masked_select, x[mask], unique: results sized by unbacked symbols (u0, ...)
+        self.captures_dynamic_outputs = bool(config.capture_dynamic_output_shape_ops)
+        unbacked = self.captures_scalars or self.captures_dynamic_outputs
         self.fake_mode = FakeTensorMode(allow_non_fake_inputs=False,
-                                        shape_env=make_shape_env(self._where) if self.captures_scalars else None)
+                                        shape_env=make_shape_env(self._where) if unbacked else None)
         # which dims of tensor inputs are symbolic (frontend/shapes.py); set by the tracer
         self.shapes: ShapePolicy | None = None
         self.grad_enabled = grad_enabled
@@ -228,8 +235,8 @@ class GraphBuilder:
                           "Only tensors, Python constants and containers of these can be graph arguments.")
 
     def run_fake(self, fn: Callable, fargs, fkwargs, what: str):
-        if fargs and isinstance(fargs[0], torch.Tensor) and fargs[0].numel() == 0 and \
-                what.rsplit(".", 1)[-1] in _EMPTY_CHECKED:
+        if what.rsplit(".", 1)[-1] in _EMPTY_CHECKED and fargs and isinstance(fargs[0], torch.Tensor) \
+                and guard_or_false(fargs[0].numel() == 0):   # unknown (a data-dependent size): no
             # max/min/argmax... of an empty tensor: eager raises, the meta kernel does not (and a
             # fused kernel would return -inf); ask eager on real stand-ins
             eager = _eager_error(fn, fargs, fkwargs)
@@ -240,7 +247,10 @@ class GraphBuilder:
                 for mode in self.autocast_modes:
                     modes.enter_context(torch.autocast(*mode))
                 return fn(*fargs, **fkwargs)
-        except (DataDependentOutputException, DynamicOutputShapeException) as e:
+        except DynamicOutputShapeException as e:         # nonzero & co. without the knob
+            raise Unsupported(f"data-dependent operator: {what} (its output shape depends on the data)",
+                              _DYNAMIC_OUTPUT_HINT, str(e)) from e
+        except DataDependentOutputException as e:
             raise Unsupported(f"data-dependent operator: {what}", _DATA_DEPENDENT_HINT, str(e)) from e
         except GuardOnDataDependentSymNode as e:         # it needs a captured scalar's value
             raise scalars.needs_value(what) from e
@@ -278,8 +288,6 @@ class GraphBuilder:
                 fake_fn = target
         what = what or _describe_target(target)
         result = self.run_fake(fake_fn, fargs, fkwargs, what)
-        if self.captures_scalars:
-            scalars.check_static(result, what)
         if scalars.is_sym_result(result):              # x.size(0), x.numel(), s * 2, t.item()
             known = scalars.constant_of(result)
             if known is not None:

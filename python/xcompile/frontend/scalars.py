@@ -7,12 +7,15 @@ unbacked ``SymInt`` / ``SymFloat`` / ``SymBool`` from the GraphBuilder's ``Shape
     flows into tensor ops          x * s, torch.add(x, s), torch.full_like(x, s)  (graph arguments)
     Python arithmetic on it        s * 2 + 1, -s, s > 0, abs(s), max(s, t), int(s), math.sqrt(s)
                                    -> operator / torch.sym_* nodes, values still symbolic
+    sizes a tensor                 torch.zeros(s), torch.arange(s), x[:s]: the result's size is
+                                   the unbacked symbol (as torch.compile keeps it)
     leaves the graph               returned, or live at a graph break: a graph output (a Python
                                    number at run time, as eager gives)
 
 Anything that needs the concrete number at trace time is Unsupported (a graph break after
-the captured prefix): ``if s > 0``, ``range(s)``, ``torch.zeros(s)`` (a tensor whose shape
-would depend on the value), indexing with it, formatting it.
+the captured prefix): ``if s > 0``, ``range(s)``, iterating over a tensor sized by it,
+formatting it.  Sizes of data-dependent ops (``nonzero``, ``x[mask]``, ``unique``; the knob
+``config.capture_dynamic_output_shape_ops``) are unbacked symbols of the same kind.
 
 ``.tolist()`` is captured for integer tensors only, as torch does: one ``item()`` per element
 of ``t[i]...``; other dtypes are a graph break.
@@ -283,18 +286,7 @@ def constant_of(sym: Any) -> Any:
         return None
 
 
-def check_static(fake: Any, what: str) -> None:
-    """A tensor result whose shape, strides or offset depend on a captured scalar is a break
-    (symbolic sizes of inputs, dynamic shapes, are fine)."""
-    if isinstance(fake, torch.Tensor):
-        if free_unbacked_symbols(fake):
-            raise needs_value(f"{what} (its result's shape)")
-    elif isinstance(fake, (tuple, list)):
-        for f in fake:
-            check_static(f, what)
-
-
-__all__ = ["SymScalarValue", "SymSliceValue", "binary", "call_builtin", "check_static", "enabled", "is_backed",
+__all__ = ["SymScalarValue", "SymSliceValue", "binary", "call_builtin", "enabled", "is_backed",
            "item", "is_sym", "specialize", "needs_value", "to_tensor", "tolist", "truth", "unary"]
 
 hub.register(

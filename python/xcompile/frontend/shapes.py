@@ -16,7 +16,9 @@ the first symbolic input only (its first construction costs most of a second). A
 trace, ``produce_guards`` turns what the ShapeEnv learned into guard specs: which dims
 TENSOR_MATCH leaves unchecked, and the relations (``s0 >= 2``, ``s0 == s1``, the strides of a
 contiguous input, the guards the trace added by branching on sizes) that the C++
-``shape_check`` leaf evaluates.
+``shape_check`` leaf evaluates. Unbacked symbols (sizes made inside the graph: ``item()``,
+``nonzero()``, ``x[mask]``) have no input to read: what the trace assumed about them is not a
+guard (the graph computes them on every call).
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ from torch.fx.experimental.symbolic_shapes import (
     ShapeEnv,
     StatelessSymbolicContext,
     StrictMinMaxConstraint,
+    free_unbacked_symbols,
 )
 from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
@@ -293,6 +296,9 @@ def produce_guards(env: ShapeEnv | None, policy: ShapePolicy, guard_set: spec.Gu
     for g in env.guards:                                      # what the trace branched on
         e = env.simplify(g.expr)
         if e is sympy.true or e == sympy.true:
+            continue
+        if free_unbacked_symbols(e):      # sizes made inside the graph (item(), nonzero()): no
+            log.log("dynamic", "guard %s on an unbacked size left to the graph", e)   # input to read
             continue
         check(e)
 

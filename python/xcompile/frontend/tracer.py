@@ -18,6 +18,7 @@ import types
 from typing import Any, Callable
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
 from .. import config, shape_state
 from ..bytecode.instructions import Instr, decode
@@ -85,6 +86,9 @@ class Globals:
             return tx.wrap(obj, None)
         raise PythonError.of(NameError(f"name {name!r} is not defined"))
 
+_DATA_DEPENDENT_HINT = ("Data-dependent control flow or shapes cannot be captured in one graph; the code from "
+                        "here runs after a graph break (torch._check(...) can state a fact the trace needs).")
+
 
 class Frame:
     def __init__(self, tx: "Tracer", code: types.CodeType, f_locals: dict[str, Value],
@@ -150,6 +154,9 @@ class Frame:
         except PythonError as e:                  # try/except inside the traced code
             if not hub.handle_exception(self, inst, e):
                 raise
+        except GuardOnDataDependentSymNode as e:  # a number the trace needs is only known at run time
+            raise Unsupported(f"{inst.opname} needs a data-dependent value at trace time (an unbacked size "
+                              "from item(), nonzero(), x[mask]...)", _DATA_DEPENDENT_HINT, str(e)) from e
 
     def run(self) -> Value:
         outer, self.tx.current = self.tx.current, self
