@@ -73,12 +73,17 @@ def _fresh():
     xcompile.reset()
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_one_compile_for_every_size(name):
+# the Triton emitter (run by Triton's interpreter on the CPU; on a GPU it compiles)
+TRITON = ("pointwise", "broadcast", "sum_last", "softmax", "layer_norm", "embedding", "slice",
+          "amax_argmax", "view_reshape")
+
+
+@pytest.mark.parametrize("name,emitter", [(n, "cpp") for n in sorted(PROGRAMS)] + [(n, "triton") for n in TRITON])
+def test_one_compile_for_every_size(name, emitter):
     fn, make = PROGRAMS[name]
     compiled = xcompile.compile(fn, backend="inductor", dynamic=True)
     before = PerSize.backend_compiles
-    with torch.no_grad(), config.patch(kernel_raise_errors=True):
+    with torch.no_grad(), config.patch(kernel_raise_errors=True, cpu_kernel_backend=emitter):
         for n in SIZES:
             torch.manual_seed(n)
             args = make(n)

@@ -34,7 +34,7 @@ from .graph import GraphLowering
 from .ir import format_graph, verify_graph
 from .lowerings import LOWERINGS
 from .plan import make_plan
-from .sizes import SymbolicUnsupported, graph_size_names, using_shape_env
+from .sizes import graph_size_names, using_shape_env
 from .wrapper import Kernel, build_wrapper, generate_wrapper
 
 
@@ -84,15 +84,13 @@ def _codegen_cpp(schedule, buffers, size_names: frozenset[str]) -> tuple[dict, l
 
 
 def _codegen_triton(schedule, buffers, size_names: frozenset[str]) -> tuple[dict, list]:
-    if size_names:
-        raise SymbolicUnsupported("Triton kernels with symbolic sizes")
     from .triton import build_triton_kernel
     groups = [g for g in schedule if isinstance(g, Group)]
     kernels = {}
     for g in groups:
-        fn, params, src, checks = build_triton_kernel(g, buffers)
+        fn, params, src, checks, sizes = build_triton_kernel(g, buffers, size_names)
         kernels[g] = Kernel(g.name, "triton", fn, params, _kernel_header(g, params, buffers, "triton") + src,
-                            checks=checks)
+                            checks=checks, sizes=sizes)
     return kernels, groups
 
 

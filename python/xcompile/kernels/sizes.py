@@ -200,3 +200,17 @@ def input_symbols(graph) -> dict:
 
 def graph_size_names(graph) -> frozenset[str]:
     return frozenset(s.name for s in input_symbols(graph))
+
+
+def hint(e: Any) -> int:
+    """An example value of a size (the first call's): for choices that are right for every size
+    and only fast for some (block sizes), never for correctness."""
+    if not is_symbolic(e):
+        return int(e)
+    env = _ENV.get()
+    values = (getattr(env, "backed_var_to_val", None) or getattr(env, "var_to_val", None) or {}) if env else {}
+    v = sympy.sympify(e).xreplace(values)
+    try:
+        return max(int(v), 1) if v.is_number else 1024
+    except TypeError:
+        return 1024

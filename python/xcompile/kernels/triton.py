@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import re
 
 import sympy
 import torch
@@ -20,6 +21,7 @@ from .fusion import Group
 from .index import index_printer, simplify_index
 from .ir import Ops
 from .loops import node_indices, plan_loops
+from .sizes import hint, is_symbolic, known
 
 TL_DTYPE = {
     torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
@@ -174,6 +176,8 @@ pexpr = index_printer("//", "tl.minimum", "tl.maximum")
 
 
 def tconst(value, dtype: torch.dtype) -> str:
+    if isinstance(value, sympy.Basic) and not value.is_Number:     # a symbolic size used as a value
+        return f"tl.full([], {pexpr(value)}, {TL_DTYPE[dtype]})"
     if dtype == torch.bool:
         return f"tl.full([], {1 if value else 0}, tl.int1)"   # a tensor: casts (.to) work on it
     if dtype.is_floating_point:
@@ -258,11 +262,11 @@ class TritonOps(Ops):
             k = w.check_site(check)
             bad = f"bad{w.counter}"
             w.counter += 1
-            w.line(f"{bad} = (({name} < {check.low}) | ({name} >= {size})) & ({w.mask})")
+            w.line(f"{bad} = (({name} < {pexpr(check.low)}) | ({name} >= {pexpr(size)})) & ({w.mask})")
             w.line(f"tl.store(xc_err + {2 * k} + 0 * {bad}.to(tl.int64), 1 + 0 * {name}, {bad})")
             w.line(f"tl.store(xc_err + {2 * k + 1} + 0 * {bad}.to(tl.int64), {name}, {bad})")
-        w.line(f"{name} = tl.where({name} < 0, {name} + {size}, {name})")
-        w.line(f"{name} = tl.minimum(tl.maximum({name}, 0), {size - 1})")
+        w.line(f"{name} = tl.where({name} < 0, {name} + {pexpr(size)}, {name})")
+        w.line(f"{name} = tl.minimum(tl.maximum({name}, 0), {pexpr(sympy.sympify(size) - 1)})")
         return sympy.Symbol(name, integer=True, nonnegative=True)
 
     def pointwise(self, op, *args):
@@ -313,6 +317,8 @@ class TritonKernelWriter:
         self.group = group
         self.buffers = buffers
         self.nest = plan_loops(group, buffers)
+        self.size_names: frozenset[str] = frozenset()    # the graph's size symbols (dynamic shapes)
+        self.size_params: list[str] = []
         self.stores = set(group.stores)
         self.params: dict[str, bool] = {}
         self.locals: dict = {}
@@ -405,19 +411,24 @@ class TritonKernelWriter:
         g, nest = self.group, self.nest
         xnumel, rnumel = nest.xnumel, nest.rnumel if g.is_reduction else 1
         max_persist = config.triton_persistent_rnumel
-        persistent = rnumel <= max_persist
+        # symbolic sizes: blocks sized by the first call's sizes (masks make any block right), a
+        # persistent reduction only where every size fits one block
+        persistent = known(sympy.sympify(rnumel) <= max_persist)
+        # (a symbolic size counts as at least 4096: sizes grow, and a small block is slow there)
+        hx, hr = (max(hint(n), 4096) if is_symbolic(n) else int(n) for n in (xnumel, rnumel))
         if g.is_reduction:
-            rblock = _pow2(rnumel) if persistent else min(_pow2(rnumel), config.triton_rblock)
-            xblock = max(1, min(_pow2(xnumel), max(1, 4096 // rblock), 64))
+            rblock = _pow2(hr) if persistent and not is_symbolic(rnumel) else \
+                min(_pow2(hr), config.triton_rblock) if not persistent else _pow2(max_persist)
+            xblock = max(1, min(_pow2(hx), max(1, 4096 // rblock), 64))
         else:
             rblock = 1
-            xblock = min(_pow2(xnumel), 1024)
+            xblock = min(_pow2(hx), 1024)
         lines = ["xoffset = tl.program_id(0) * XBLOCK"]
         if g.is_reduction:
-            lines += ["xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", f"xmask = xindex < {xnumel}",
+            lines += ["xindex = xoffset + tl.arange(0, XBLOCK)[:, None]", f"xmask = xindex < {pexpr(xnumel)}",
                       "rbase = tl.arange(0, RBLOCK)[None, :]"]
         else:
-            lines += ["xindex = xoffset + tl.arange(0, XBLOCK)", f"xmask = xindex < {xnumel}"]
+            lines += ["xindex = xoffset + tl.arange(0, XBLOCK)", f"xmask = xindex < {pexpr(xnumel)}"]
         lines += _decompose("xindex", nest.xvars, nest.xsizes)
         xnodes = [n for n in g.nodes if g.level[n] == "x"]
         rnodes = [n for n in g.nodes if g.level[n] == "r"]
@@ -433,11 +444,13 @@ class TritonKernelWriter:
             loop_nodes = [n for n in rnodes if g.phase[n] == p]
             if loop_nodes:
                 lines += self.reduction_loop(loop_nodes, rnumel, persistent)
-        params = list(self.params)
+        used = {i for ln in lines for i in re.findall(r"[A-Za-z_]\w*", ln)}
+        self.size_params = sorted(used & self.size_names)     # symbolic sizes: int arguments
+        params = list(self.params) + self.size_params
         kparams = params + (["xc_err"] if self.checks else [])
         sig = ", ".join(kparams + ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"])
         body = "\n".join("    " + ln for ln in lines)
-        grid = -(-xnumel // xblock)
+        grid = -(-xnumel // xblock) if not is_symbolic(xnumel) else f"(({pexpr(xnumel)}) + {xblock - 1}) // {xblock}"
         nw = 4 if rblock * xblock <= 2048 else 8
         launch = f"kernel[({grid},)]({', '.join(kparams)}, XBLOCK={xblock}, RBLOCK={rblock}, num_warps={nw})"
         if not self.checks:
@@ -467,7 +480,7 @@ class TritonKernelWriter:
             n.run(self.ops, idx, ridx)
         inner, accs, pending = self.block, self.reduce_ctx["accs"], self.pending
         self.locals, self.cse = saved_locals, saved_cse
-        head = ["rindex = rbase" if persistent else "rindex = roffset + rbase", f"rmask = rindex < {rnumel}"]
+        head = ["rindex = rbase" if persistent else "rindex = roffset + rbase", f"rmask = rindex < {pexpr(rnumel)}"]
         head += _decompose("rindex", nest.rvars, nest.rsizes)
         out = []
         for acc, rtype, value, rindex, sdt in accs:
@@ -505,7 +518,7 @@ class TritonKernelWriter:
         if persistent:
             out += body
         else:
-            out += [f"for roffset in range(0, {rnumel}, RBLOCK):"] + ["    " + ln for ln in body]
+            out += [f"for roffset in range(0, {pexpr(rnumel)}, RBLOCK):"] + ["    " + ln for ln in body]
         for acc, rtype, value, rindex, sdt in accs:
             out += self.finish(acc, rtype, sdt, persistent)
         self.block = []
@@ -523,19 +536,21 @@ def _decompose(flat: str, vars_, sizes) -> list[str]:
     out = []
     stride = 1
     for i in reversed(range(len(vars_))):
-        e = flat if stride == 1 else f"({flat} // {stride})"
-        out.append(f"{vars_[i]} = {e} % {sizes[i]}" if i > 0 else f"{vars_[i]} = {e}")
+        e = flat if stride == 1 else f"({flat} // {pexpr(stride)})"
+        out.append(f"{vars_[i]} = {e} % {pexpr(sizes[i])}" if i > 0 else f"{vars_[i]} = {e}")
         stride *= sizes[i]
     return out
 
 
-def build_triton_kernel(group: Group, buffers: dict):
-    """(launch function taking tensors, [(buffer, written)], source, [IndexCheck per site]: with
-    checks, the launch returns None or (site, bad index))."""
+def build_triton_kernel(group: Group, buffers: dict, size_names: frozenset[str] = frozenset()):
+    """(launch function taking tensors then the size symbols it names, [(buffer, written)],
+    source, [IndexCheck per site]: with checks, the launch returns None or (site, bad index),
+    the size symbols)."""
     w = TritonKernelWriter(group, buffers)
+    w.size_names = size_names
     src, params = w.generate()
     source = PRELUDE + "\n\n" + src
     # triton reads TRITON_INTERPRET when the module is imported: keep the two kinds apart
     interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
     mod = load_python_module(source, "triton-interpret" if interpret else "triton")
-    return mod.launch, list(params.items()), src, list(w.checks)
+    return mod.launch, list(params.items()), src, list(w.checks), w.size_params

@@ -185,7 +185,7 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
             if k.kind == "cpp":
                 args = ", ".join([f"{b}.data_ptr()" for b, _ in k.params] + k.sizes)
             else:
-                args = ", ".join(b for b, _ in k.params)
+                args = ", ".join([b for b, _ in k.params] + k.sizes)
             numel = math.prod(item.xs)
             if is_symbolic(numel) and not nonzero(numel):
                 lines.append(f"if {pyexpr(numel)} > 0:")       # (an empty space runs nothing)
