@@ -147,3 +147,10 @@ def test_guards_the_aten_trace_adds_are_checked():
             x = torch.randn(4, n)
             _same(compiled(x), f(x))
     assert PerSize.backend_compiles == before
+
+
+def test_index_errors_name_the_size_of_this_call():
+    f = xcompile.compile(lambda i, e: F.embedding(i, e), backend="inductor", dynamic=True)
+    f(torch.randint(0, 10, (5,)), torch.randn(10, 4))
+    with pytest.raises(IndexError, match="index 12 is out of bounds for dimension 0 with size 11"):
+        f(torch.tensor([1, 12, 3]), torch.randn(11, 4))

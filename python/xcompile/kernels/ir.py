@@ -264,9 +264,15 @@ class ZeroDivCheck(IndexCheck):
         return RuntimeError(f"ZeroDivisionError (xcompile kernel for {self.op})")
 
 
-def raise_index_error(checks: Sequence[IndexCheck], site: int, index: int):
-    """Called by a generated wrapper when kernel check ``site`` saw ``index`` out of range."""
-    raise checks[site].exception(int(index))
+def raise_index_error(checks: Sequence[IndexCheck], site: int, index: int, scope: dict | None = None):
+    """Called by a generated wrapper when kernel check ``site`` saw ``index`` out of range
+    (``scope``: the values of symbolic sizes in this call)."""
+    check = checks[site]
+    if scope and is_symbolic(check.size):
+        size = sympy.sympify(check.size.xreplace({s: sympy.Integer(scope[s.name])
+                                                  for s in check.size.free_symbols if s.name in scope}))
+        check = dataclasses.replace(check, size=int(size) if size.is_Integer else size)
+    raise check.exception(int(index))
 
 
 class Ops:

@@ -36,13 +36,14 @@ class Kernel:
     bad_index: Callable | None = None
     sizes: list[str] = dataclasses.field(default_factory=list)   # size symbols passed after the pointers
 
-    def raise_error(self, code) -> None:
+    def raise_error(self, code, scope: dict | None = None) -> None:
+        """``scope``: the wrapper's locals, where its size symbols have this call's values."""
         if isinstance(code, tuple):
             site, index = code
         else:
             assert self.bad_index is not None       # a C++ kernel with checks has one
             site, index = code - 1, self.bad_index()
-        raise_index_error(self.checks, site, index)
+        raise_index_error(self.checks, site, index, scope)
 
 
 class _Globals:
@@ -192,14 +193,14 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
                 call = f"{fname}({args})"
                 lines.append(f"    if (_err := {call}):" if k.checks else f"    {call}")
                 if k.checks:
-                    lines.append(f"        {g.add(k, k.name + '_info')}.raise_error(_err)")
+                    lines.append(f"        {g.add(k, k.name + '_info')}.raise_error(_err{', locals()' if k.sizes else ''})")
             elif numel == 0:
                 # nothing to compute (and, as in eager, no index to check): its outputs are empty
                 lines.append(f"pass  # not run: the iteration space {list(item.xs)} is empty")
             elif k.checks:
                 # eager raises before writing anything; so do we (mutated inputs are copied at the end)
                 lines.append(f"if (_err := {fname}({args})):")
-                lines.append(f"    {g.add(k, k.name + '_info')}.raise_error(_err)")
+                lines.append(f"    {g.add(k, k.name + '_info')}.raise_error(_err{', locals()' if k.sizes else ''})")
             else:
                 lines.append(f"{fname}({args})")
         else:
