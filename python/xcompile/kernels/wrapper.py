@@ -188,19 +188,20 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
             else:
                 args = ", ".join([b for b, _ in k.params] + k.sizes)
             numel = math.prod(item.xs)
+            scope = ", locals()" if k.sizes else ""      # (an index error names this call's sizes)
             if is_symbolic(numel) and not nonzero(numel):
                 lines.append(f"if {pyexpr(numel)} > 0:")       # (an empty space runs nothing)
                 call = f"{fname}({args})"
                 lines.append(f"    if (_err := {call}):" if k.checks else f"    {call}")
                 if k.checks:
-                    lines.append(f"        {g.add(k, k.name + '_info')}.raise_error(_err{', locals()' if k.sizes else ''})")
+                    lines.append(f"        {g.add(k, k.name + '_info')}.raise_error(_err{scope})")
             elif numel == 0:
                 # nothing to compute (and, as in eager, no index to check): its outputs are empty
                 lines.append(f"pass  # not run: the iteration space {list(item.xs)} is empty")
             elif k.checks:
                 # eager raises before writing anything; so do we (mutated inputs are copied at the end)
                 lines.append(f"if (_err := {fname}({args})):")
-                lines.append(f"    {g.add(k, k.name + '_info')}.raise_error(_err{', locals()' if k.sizes else ''})")
+                lines.append(f"    {g.add(k, k.name + '_info')}.raise_error(_err{scope})")
             else:
                 lines.append(f"{fname}({args})")
         else:
