@@ -21,6 +21,7 @@ from typing import Any, Callable
 import torch
 import torch.fx
 from torch._guards import detect_fake_mode
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from .. import config, log
 from ..aot.aliasing import any_shared
@@ -91,6 +92,7 @@ class _Setup:
                                                for t in self.inputs + list(self.program.state))
 
     def state_fakes(self) -> list:
+        assert self.fake_mode is not None           # (checked when set up)
         return [self.fake_mode.from_tensor(t, static_shapes=True) for t in self.program.state]
 
     def finish(self, fn: Callable) -> Callable | None:
@@ -196,23 +198,17 @@ def _expected(e: Exception) -> bool:
 def _writes_or_aliases(aten_gm: torch.fx.GraphModule) -> bool:
     """Functionalization ends a graph that writes an input with ``copy_``; an output that is an
     input (or a view of one) needs the aliasing runtime: both are left to the per-size path."""
-    placeholders = [n for n in aten_gm.graph.nodes if n.op == "placeholder"]
-    storages = set()
-    for p in placeholders:
-        v = p.meta.get("val")
-        if isinstance(v, torch.Tensor):
-            storages.add(id(v.untyped_storage()))
-    for n in aten_gm.graph.nodes:
-        if n.op == "call_function" and n.target is torch.ops.aten.copy_.default:
-            return True
-    out = aten_gm.graph.output_node()
-    for a in torch.fx.node.map_aggregate(out.args[0], lambda x: x) or ():
-        v = a.meta.get("val") if isinstance(a, torch.fx.Node) else None
-        if isinstance(v, torch.Tensor) and id(v.untyped_storage()) in storages:
-            return True
-    return False
+    storages = {StorageWeakRef(v.untyped_storage()) for n in aten_gm.graph.nodes if n.op == "placeholder"
+                for v in (n.meta.get("val"),) if isinstance(v, torch.Tensor)}
+    if any(n.op == "call_function" and n.target is torch.ops.aten.copy_.default for n in aten_gm.graph.nodes):
+        return True
+    outs: list = []
+    torch.fx.node.map_arg(aten_gm.graph.output_node().args[0], outs.append)
+    return any(isinstance(v := o.meta.get("val"), torch.Tensor) and StorageWeakRef(v.untyped_storage()) in storages
+               for o in outs)
 
 
-def _give_up(why: str) -> None:
+def _give_up(why: str) -> Any:
+    """Logs why this graph is compiled per size; returns None (no symbolic compile)."""
     log.log("dynamic", "kernels per size instead of symbolic ones: %s", why)
     return None

@@ -27,8 +27,13 @@ from torch._subclasses.fake_tensor import (
     FakeTensorMode,
     UnsupportedOperatorException,
 )
-from torch.fx.experimental.symbolic_shapes import DimDynamic, GuardOnDataDependentSymNode, guard_or_false
-from torch.utils._pytree import tree_map
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    GuardOnDataDependentSymNode,
+    free_unbacked_symbols,
+    guard_or_false,
+)
+from torch.utils._pytree import tree_leaves, tree_map
 
 from .. import config
 from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
@@ -261,6 +266,9 @@ class GraphBuilder:
         except Exception as e:
             if self.captures_scalars and scalars.has_sym(fargs, fkwargs):
                 raise scalars.needs_value(what) from e   # e.g. indexing a tensor with a captured int
+            if _has_unbacked(fargs, fkwargs):               # a tensor sized by nonzero() & co.: no real
+                raise Unsupported(f"{what} on a tensor with a data-dependent size",  # stand-in exists
+                                  _DATA_DEPENDENT_HINT, str(e)) from e
             if "data is not allocated yet" in str(e):    # a kernel without a fake implementation read data
                 raise Unsupported(f"operator {what} reads tensor data (it has no fake-tensor implementation)",
                                   "It runs eagerly; the code around it is still compiled.", str(e)) from e
@@ -368,6 +376,10 @@ def _has_tensor(x: Any) -> bool:
     if isinstance(x, (tuple, list)):
         return any(_has_tensor(i) for i in x)
     return False
+
+
+def _has_unbacked(*trees: Any) -> bool:
+    return any(isinstance(x, torch.Tensor) and bool(free_unbacked_symbols(x)) for t in trees for x in tree_leaves(t))
 
 
 def _describe_target(target: Any) -> str:

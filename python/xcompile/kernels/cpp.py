@@ -14,6 +14,7 @@ that do not depend on the inner loop (an embedding row's index and its check) ar
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import sympy
 import torch
@@ -57,7 +58,7 @@ class CppKernelWriter:
         self.par: tuple[int, int] | None = None   # (end, step) of the outer loop threads split
         self.tiled = False                        # a transposing pointwise nest, run tile by tile
         self.tiles: list[tuple[str, str, str]] = []   # (tile array, its C type, fill statement)
-        self.par_work = None        # symbolic element count: the threads split it only when it is large
+        self.par_work: Any = None   # symbolic element count: the threads split it only when it is large
         self.size_params: list[str] = []          # size symbols the kernel takes (int64_t), in order
 
     def serial_if(self) -> str:

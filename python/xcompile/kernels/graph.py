@@ -52,8 +52,9 @@ class TV:
 
 def _is_dense(layout: Layout) -> bool:
     """Non-overlapping and dense: strides are a permutation of contiguous strides."""
-    dims = sorted(((st, s) for s, st in zip(layout.size, layout.stride) if s != 1),
-                  key=functools.cmp_to_key(lambda a, b: -1 if lt(a[0], b[0]) else int(lt(b[0], a[0]))))
+    def order(a: tuple, b: tuple) -> int:
+        return -1 if lt(a[0], b[0]) else int(lt(b[0], a[0]))
+    dims = sorted(((st, s) for s, st in zip(layout.size, layout.stride) if s != 1), key=functools.cmp_to_key(order))
     expect = 1
     for st, s in dims:
         if st != expect and (not (is_symbolic(st) or is_symbolic(expect)) or sympy.expand(st - expect) != 0):

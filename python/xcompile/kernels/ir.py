@@ -240,7 +240,7 @@ class IndexCheck:
 
     op: str                     # "aten.gather", for the message
     dim: int
-    size: int
+    size: Any                   # an int, or a sympy expression of the size symbols
     wrap: bool
     error: type                 # IndexError or RuntimeError, as eager raises for the op
     eager_text: str = ""        # eager's own words where they do not name the index
@@ -269,8 +269,8 @@ def raise_index_error(checks: Sequence[IndexCheck], site: int, index: int, scope
     (``scope``: the values of symbolic sizes in this call)."""
     check = checks[site]
     if scope and is_symbolic(check.size):
-        size = sympy.sympify(check.size.xreplace({s: sympy.Integer(scope[s.name])
-                                                  for s in check.size.free_symbols if s.name in scope}))
+        size = sympy.sympify(sympy.sympify(check.size).xreplace({s: sympy.Integer(scope[s.name])
+                                                  for s in sympy.sympify(check.size).free_symbols if s.name in scope}))
         check = dataclasses.replace(check, size=int(size) if size.is_Integer else size)
     raise check.exception(int(index))
 
