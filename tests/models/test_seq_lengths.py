@@ -10,7 +10,8 @@ import torch._dynamo
 from torch._dynamo.testing import CompileCounter as TorchCounter
 
 import xcompile
-from xcompile.testing import CompileCounter
+from xcompile.backends.per_size import PerSize
+from xcompile.testing import CompileCounter, CompileCounterWithBackend
 
 from .builders import VOCAB, B, build, seeded
 
@@ -54,3 +55,23 @@ def test_sequence_lengths(name):
     assert cnt.frame_count >= 1
     xcompile.reset()
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_sequence_lengths_one_inductor_compile(name):
+    """On inductor the entry with a symbolic length compiles its kernels once: the third and a
+    fourth length run them (sizes are kernel arguments), and the values are eager's."""
+    xcompile.reset()
+    model = build(name).model.eval()
+    cnt = CompileCounterWithBackend("inductor")
+    xc = xcompile.compile(model, backend=cnt)
+    before = PerSize.backend_compiles
+    with torch.no_grad():
+        for i, t in enumerate((*LENGTHS, 31)):
+            kw = seeded(lambda t=t: _inputs(name, t), 10 + i)
+            expected = model(**kw)
+            for a, b in zip(_leaves(xc(**kw)), _leaves(expected)):
+                torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert cnt.frame_count == 2
+    assert PerSize.backend_compiles == before, "compiled per length instead of once"
+    xcompile.reset()

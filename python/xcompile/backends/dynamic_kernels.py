@@ -27,7 +27,7 @@ from .. import config, log
 from ..aot.aliasing import any_shared
 from ..aot.api import aot_compile, run_as_is
 from ..aot.lift import lift
-from ..aot.schema import OutputKind, writes_in_place
+from ..aot.schema import OutputKind
 from ..guards.shape_expr import UnsupportedShapeExpr, compile_relation
 from ..kernels.compile import compile_symbolic_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
@@ -126,8 +126,6 @@ def compile_dynamic(gm: torch.fx.GraphModule, example_inputs: list) -> Callable 
     """``gm`` compiled by the inductor backend once for all sizes, or None (compile per size)."""
     if not config.dynamic_kernels:
         return None
-    if writes_in_place(gm):
-        return _give_up("the graph writes into its inputs")
     setup = _Setup(gm, example_inputs)
     if setup.why is None and setup.training:
         return _attempt(setup, lambda: _aot(setup, _kernels, _kernels_or_graph, decompositions=DECOMPOSITIONS,

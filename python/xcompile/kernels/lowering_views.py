@@ -10,7 +10,7 @@ from .graph import TV, reshape_index, view_tv
 from .index import FloorDiv, ModIndex
 from .ir import IndexCheck
 from .lowering_base import bload, iter_layout, opmath, out_meta, register
-from .sizes import sym, vshape
+from .sizes import broadcast_sizes, sym, vshape
 
 aten = torch.ops.aten
 
@@ -297,7 +297,7 @@ def _index(L, node, x, indices, checked=True):
         return NotImplemented
     indices = list(indices) + [None] * (x.ndim - len(indices))
     pos = [i for i, t in enumerate(indices) if t is not None]
-    bshape = tuple(torch.broadcast_shapes(*[t.size for t in indices if t is not None]))
+    bshape = broadcast_sizes(*[t.size for t in indices if t is not None])
     if any(x.size[d] == 0 for d in pos):
         return NotImplemented  # nothing to load from: eager raises for any index
     consecutive = pos == list(range(pos[0], pos[-1] + 1))

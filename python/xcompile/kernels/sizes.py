@@ -214,3 +214,24 @@ def hint(e: Any) -> int:
         return max(int(v), 1) if v.is_number else 1024
     except TypeError:
         return 1024
+
+
+def broadcast_sizes(*shapes) -> tuple:
+    """``torch.broadcast_shapes`` for sizes that may be symbolic (equal symbolic sizes must be
+    the same expression: the trace guarded them equal, and the ShapeEnv wrote them so)."""
+    if not any(any_symbolic(s) for s in shapes):
+        return tuple(torch.broadcast_shapes(*shapes))
+    n = max(len(s) for s in shapes)
+    out: list = []
+    for d in range(n):
+        sizes = [s[len(s) - n + d] for s in shapes if len(s) - n + d >= 0]
+        picked: Any = 1
+        for x in sizes:
+            if x == 1:
+                continue
+            if picked == 1:
+                picked = x
+            elif picked != x and sympy.expand(sympy.sympify(picked) - x) != 0:
+                raise SymbolicUnsupported(f"cannot broadcast sizes {picked} and {x}")
+        out.append(picked)
+    return tuple(out)
