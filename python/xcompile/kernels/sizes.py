@@ -37,13 +37,8 @@ def sym(v: Any) -> Any:
         env = getattr(node, "shape_env", None)
         if env is not None:
             expr = _exact_divisions(env.replace(expr), env)
-            for s in expr.free_symbols:
-                if s not in _LOWER:
-                    r = env.var_to_range.get(s)
-                    try:
-                        _LOWER[s] = int(r.lower) if r is not None else None
-                    except (TypeError, ValueError, AttributeError):    # -oo: an int that may be negative
-                        _LOWER[s] = None
+            for s in expr.free_symbols:      # (names repeat across ShapeEnvs: always this one's range)
+                _LOWER[s] = _lower(env, s)
         return int(expr) if expr.is_Integer else expr
     if isinstance(v, sympy.Basic):
         return int(v) if v.is_Integer else v
@@ -74,11 +69,21 @@ def size_symbols(e: Any) -> set:
     return {s for s in e.free_symbols if s in _LOWER}
 
 
+def _lower(env: Any, s: sympy.Symbol) -> int | None:
+    r = env.var_to_range.get(s)
+    try:
+        return int(r.lower) if r is not None else None
+    except (TypeError, ValueError, AttributeError):    # -oo: an int that may be negative
+        return None
+
+
 def _shifted(e: sympy.Expr) -> sympy.Expr:
     """``e`` with each size symbol written as ``low + t``, ``t`` a non-negative symbol: sympy's
     sign reasoning then knows the ranges."""
+    env = _ENV.get()
+    lows = {s: _lower(env, s) if env is not None else _LOWER.get(s) for s in size_symbols(e)}
     sub = {s: low + sympy.Symbol(f"_{s.name}_t", integer=True, nonnegative=True)
-           for s in size_symbols(e) if (low := _LOWER.get(s)) is not None}
+           for s, low in lows.items() if low is not None}
     return sympy.expand(e.xreplace(sub)) if sub else e
 
 
