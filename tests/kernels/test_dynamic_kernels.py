@@ -154,3 +154,16 @@ def test_index_errors_name_the_size_of_this_call():
     f(torch.randint(0, 10, (5,)), torch.randn(10, 4))
     with pytest.raises(IndexError, match="index 12 is out of bounds for dimension 0 with size 11"):
         f(torch.tensor([1, 12, 3]), torch.randn(11, 4))
+
+
+def test_a_range_from_another_compile_decides_nothing():
+    """Symbol names repeat across compiles (they are named after their source): a marked range
+    (min=10) in one compile must not let another decide that its ``s - 8`` is never empty."""
+    f = xcompile.compile(lambda x: x[:, :-8].sum(-1), backend="inductor")
+    x = torch.randn(3, 12)
+    xcompile.mark_dynamic(x, 1, min=10)
+    _same(f(x), x[:, :-8].sum(-1))
+    g = xcompile.compile(lambda x: x[:, :-8].sum(-1), backend="inductor", dynamic=True)
+    for n in (12, 9, 8, 20):
+        y = torch.randn(3, n)
+        _same(g(y), y[:, :-8].sum(-1))
