@@ -314,8 +314,9 @@ def _add_entry(code, entry, guard_export_fn=None) -> None:
 
     def drop_entry(_ref, code_ref=code_ref, entry_ref=entry_ref):
         c, e = code_ref(), entry_ref()
-        if c is not None and e is not None and _C is not None:   # (None at interpreter exit)
-            if _C.cache_remove(c, e) and e.hits < 2 and e.tag is None:
+        remove = getattr(_C, "cache_remove", None)    # (None at interpreter exit: modules are torn down)
+        if c is not None and e is not None and remove is not None and DIED_YOUNG is not None:
+            if remove(c, e) and e.hits < 2 and e.tag is None:
                 DIED_YOUNG[c] = DIED_YOUNG.get(c, 0) + 1
 
     refs, seen = [], set()

@@ -148,13 +148,17 @@ def _capture(fs: FrameState, fullgraph: bool, dynamic: bool | None) -> WholeFram
     record = BreakRecord.of(err)
     try:
         broken = _split(fs, stop, record, shapes)
-    except CannotResume as why:
+    except (CannotResume, Unsupported) as why:
+        # (Unsupported: the code before the break leaves state the runner cannot rebuild, a
+        # function stored into an outside object: the whole frame runs eagerly instead)
+        reason = why.args[0] if isinstance(why, CannotResume) and why.args else \
+            getattr(why, "reason", None) or str(why).splitlines()[0]
         record.resumed = False
-        if why.args:
+        if reason:
             record.explanation = (record.explanation + " " if record.explanation else "") + \
-                f"(The frame runs eagerly: {why.args[0]}.)"
+                f"(The frame runs eagerly: {reason}.)"
         report_break(record)
-        return EagerFrame(record, str(why))
+        return EagerFrame(record, str(reason))
     report_break(record)
     return broken
 

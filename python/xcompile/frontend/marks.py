@@ -8,6 +8,7 @@ import types
 from typing import Any
 
 import torch
+import torch._higher_order_ops
 
 from .. import _C
 from ..code_states import NONRECURSIVE_SKIPS, SKIP
@@ -43,12 +44,20 @@ def rule_of(obj: Any) -> str | None:
     return None
 
 
+# torch's higher-order ops: run eagerly (at a graph break) they compile their branches with
+# torch.compile, importing and running torch's compile stack; no frame of that may be ours.
+_HOP_ENTRIES = tuple(f for f in (getattr(torch, "cond", None),
+                                 *(getattr(torch._higher_order_ops, n, None)
+                                   for n in ("while_loop", "map", "scan", "associative_scan")))
+                     if f is not None)
+
+
 def torch_disabled(obj: Any) -> bool:
     """A function torch runs with compilation off for all it calls (``torch._disable_dynamo``,
-    ``torch.compiler.disable`` with recursive=True)."""
+    ``torch.compiler.disable`` with recursive=True, a higher-order op run eagerly)."""
     if not isinstance(obj, types.FunctionType):
         return False
-    if obj.__code__ is TORCH_DISABLE_DYNAMO_CODE:
+    if obj.__code__ is TORCH_DISABLE_DYNAMO_CODE or any(obj is f for f in _HOP_ENTRIES):
         return True
     return bool(obj.__dict__.get("_torchdynamo_disable")) and \
         obj.__dict__.get("_torchdynamo_disable_recursive", True) is not False
