@@ -45,6 +45,9 @@ capture_scalar_outputs: bool = False
 # Data-dependent output shapes (nonzero, masked_select, x[mask], unique) as graph ops with
 # unbacked sizes instead of graph breaks.
 capture_dynamic_output_shape_ops: bool = False
+# torch.func transforms (grad, vmap, jacrev, functional_call, ...) called in compiled code are
+# traced into the graph (False: each call is a graph break and runs eagerly).
+capture_func_transforms: bool = True
 
 # -- dynamic shapes (torch's meanings; compile(dynamic=...) chooses the policy per function) --
 # dynamic=None: after a recompile caused by a changed size (or int argument), make that

@@ -20,6 +20,7 @@ from typing import Callable, Mapping
 
 import torch
 import torch.fx
+import torch.fx.traceback as fx_traceback
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -135,7 +136,9 @@ def trace_joint(program, schema: Schema, fake_mode: FakeTensorMode, fakes: list,
                     flat_grads.append(from_functional(g))
             return [from_functional(t) for t in fw_outs] + flat_grads
 
-    with enable_python_dispatcher():
+    # (preserve_node_meta: ATen nodes keep the tags of the torch-level node they come from,
+    # ``recompute`` of a checkpointed region among them, which the partitioner honours)
+    with enable_python_dispatcher(), fx_traceback.preserve_node_meta():
         gm = make_fx(joint, decomposition_table=decompositions or {}, tracing_mode="fake")(
             list(fakes), tangents)
     return JointGraph(_flatten_io(gm), len(fakes), len(tangents), schema.num_fw_outs, list(grad_slots))

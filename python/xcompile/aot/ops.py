@@ -9,6 +9,7 @@ import operator
 
 import torch
 import torch.fx
+from torch.utils.checkpoint import CheckpointPolicy
 
 aten = torch.ops.aten
 
@@ -91,8 +92,15 @@ def _compared_for_equality(node: torch.fx.Node) -> bool:
     return False
 
 
+def checkpointed(node: torch.fx.Node) -> bool:
+    """``node`` comes from a ``torch.utils.checkpoint`` region (frontend/tracing_rules.py)."""
+    return node.meta.get("recompute") in (CheckpointPolicy.PREFER_RECOMPUTE, CheckpointPolicy.MUST_RECOMPUTE)
+
+
 def recompute_policy(node: torch.fx.Node) -> tuple[bool, str]:
-    """May ``node`` be recomputed in the backward? Always with the reason."""
+    """May ``node`` be recomputed in the backward? Always with the reason. Inside a checkpointed
+    region every op may (as eager's checkpoint reruns them), except random ops, mutations and
+    values compared for equality, which are saved as outside one."""
     if node.op == "placeholder":
         return False, "graph input"
     if node.op != "call_function":
@@ -104,6 +112,8 @@ def recompute_policy(node: torch.fx.Node) -> tuple[bool, str]:
         return False, f"non-ATen call {op_name(node)}"
     if _SEEDED in target.tags:
         return False, "random op (its RNG state is not replayed)"
+    if checkpointed(node) and not target._schema.is_mutable and not _compared_for_equality(node):
+        return True, "in a checkpointed region"
     if is_compute_intensive(node):
         return False, "compute intensive"
     if target._schema.is_mutable:

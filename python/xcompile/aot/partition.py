@@ -25,6 +25,7 @@ Graph conventions: fw graph ``(*primals) -> (*fw_outs, *saved)``; bw graph
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Sequence, cast
 
@@ -33,7 +34,7 @@ import torch
 import torch.fx
 
 from .joint import JointGraph
-from .ops import aliases_input, recompute_policy
+from .ops import aliases_input, checkpointed, recompute_policy
 
 aten = torch.ops.aten
 
@@ -176,7 +177,11 @@ def _min_cut(joint: JointGraph, r: _Roles, mutated_primals, unsaveable: set) -> 
         may_recompute, _ = recompute_policy(n)
         if not may_recompute and (n.op == "placeholder" or n in r.required_fw):
             g.add_edge("source", n.name + "_in")
-        weight = math.inf if n in unsaveable else nbytes(n)
+        # a checkpointed region keeps nothing of its own for the backward: it is recomputed
+        # from what it read (its inputs are saved, or recomputed in turn)
+        weight = math.inf if n in unsaveable or (checkpointed(n) and may_recompute and
+                                                 not _leaves_region(n, r.tangent_closure) and
+                                                 not _of_kept_tuple(n)) else nbytes(n)
         if math.isinf(weight):
             g.add_edge(n.name + "_in", n.name + "_out")
         else:
@@ -196,6 +201,20 @@ def _min_cut(joint: JointGraph, r: _Roles, mutated_primals, unsaveable: set) -> 
     saved = [n for n in joint.gm.graph.nodes
              if n.name + "_in" in reachable and n.name + "_out" in g and n.name + "_out" not in reachable]
     return _build(joint, r, saved, mutated_primals, "min_cut")
+
+
+def _of_kept_tuple(n: torch.fx.Node) -> bool:
+    """An element of a tuple the backward cannot recompute (dropout's (output, mask)): saved."""
+    return n.target is operator.getitem and isinstance(n.args[0], torch.fx.Node) and \
+        not recompute_policy(n.args[0])[0]
+
+
+def _leaves_region(n: torch.fx.Node, backward: set) -> bool:
+    """A checkpointed value the forward reads outside its region (the region's output, the
+    next region's input): it may be saved, as eager's checkpoint keeps it."""
+    region = n.meta.get("ac_graph_id")
+    return any(u.op == "output" or (u not in backward and (not checkpointed(u) or u.meta.get("ac_graph_id") != region))
+               for u in n.users)
 
 
 POLICIES = {"min_cut": min_cut_partition, "save_all": save_all_partition}

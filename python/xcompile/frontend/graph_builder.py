@@ -129,6 +129,9 @@ class GraphBuilder:
         self._last_placeholder: torch.fx.Node | None = None
         # set by the tracer: turns LazyValue items inside containers into values
         self.resolve: Callable[[Value], Value] = lambda v: v
+        # called with the name of every op run on fakes (``what``); may raise Unsupported
+        # (func_transforms.py refuses metadata a transformed function cannot read)
+        self.op_checks: list[Callable[[str], None]] = []
 
     def _where(self) -> Any:
         return self.where()
@@ -240,6 +243,8 @@ class GraphBuilder:
                           "Only tensors, Python constants and containers of these can be graph arguments.")
 
     def run_fake(self, fn: Callable, fargs, fkwargs, what: str):
+        for check in self.op_checks:
+            check(what)
         if what.rsplit(".", 1)[-1] in _EMPTY_CHECKED and fargs and isinstance(fargs[0], torch.Tensor) \
                 and guard_or_false(fargs[0].numel() == 0):   # unknown (a data-dependent size): no
             # max/min/argmax... of an empty tensor: eager raises, the meta kernel does not (and a

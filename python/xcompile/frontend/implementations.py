@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (each registers its operations in the hub)
     contexts,
     exceptions,
     frame_hooks,
+    func_transforms,
     generators,
     introspection,
     iteration,

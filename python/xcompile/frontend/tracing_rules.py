@@ -27,6 +27,7 @@ raised while the innermost flag is True is an error (``graph_break.py`` decides)
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import types
 from collections.abc import Callable
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.utils._pytree as pytree
 import torch.utils.checkpoint
-from torch.utils.checkpoint import noop_context_fn
+from torch.utils.checkpoint import CheckpointPolicy, noop_context_fn
 
 from .. import _C
 from ..guards.sources import AttrSource
@@ -255,8 +256,9 @@ _CHECKPOINT_KWARGS = ("use_reentrant", "context_fn", "determinism_check", "debug
 
 def _checkpoint(tx, obj, args, kwargs) -> Value:
     """``torch.utils.checkpoint.checkpoint(fn, *args, use_reentrant=False)``: ``fn(*args)`` traced
-    inline, as torch.compile traces it (checkpointing changes what is kept for the backward, not
-    values or gradients). Run eagerly at a graph break, torch's wrapper let the frames it calls be
+    inline, as torch.compile traces it, its ops tagged ``meta["recompute"]``: the AOT partitioner
+    saves the region's inputs and recomputes the rest in the backward, as eager's checkpoint
+    does (values and gradients do not change). Run eagerly at a graph break, torch's wrapper let the frames it calls be
     compiled, and the forward's compiled ``fn`` saved other tensors than its eager
     recomputation in the backward (CheckpointError). The reentrant form (its recomputation
     does not compare saved tensors) and a custom ``context_fn`` or ``debug`` still break: the call
@@ -270,8 +272,19 @@ def _checkpoint(tx, obj, args, kwargs) -> Value:
     if (args and const("use_reentrant", None) is False and const("debug", False) is False
             and const("context_fn", noop_context_fn) is noop_context_fn):
         fn_kwargs = {k: v for k, v in kwargs.items() if k not in _CHECKPOINT_KWARGS}
-        return hub.call_value(tx, args[0], list(args[1:]), fn_kwargs)
+        graph = tx.gb.graph
+        before = set(graph.nodes)
+        out = hub.call_value(tx, args[0], list(args[1:]), fn_kwargs)
+        region = next(_CHECKPOINT_REGIONS)
+        for n in graph.nodes:       # the region's ops: the AOT partitioner recomputes them in the backward
+            if n not in before and n.op in ("call_function", "call_method", "call_module"):
+                n.meta["recompute"] = CheckpointPolicy.PREFER_RECOMPUTE
+                n.meta["ac_graph_id"] = region
+        return out
     return _disable(tx, obj, args, kwargs)
+
+
+_CHECKPOINT_REGIONS = itertools.count()
 
 
 def _skip(tx, obj, args, kwargs) -> Value:
