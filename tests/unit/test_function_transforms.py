@@ -32,6 +32,13 @@ def test_compiled_function_called_under_vmap_runs_eagerly():
 
 
 def test_vmap_with_fullgraph_names_the_transform():
+    with xcompile.config.patch(capture_func_transforms=False):      # (on: traced, one graph)
+        cg = xcompile.compile(lambda x: torch.vmap(_sin)(x), fullgraph=True, backend="eager")
+        with pytest.raises(xcompile.exc.Unsupported, match="function transform"):
+            cg(torch.randn(2, 2))
+
+
+def test_vmap_with_fullgraph_is_one_graph():
     cg = xcompile.compile(lambda x: torch.vmap(_sin)(x), fullgraph=True, backend="eager")
-    with pytest.raises(xcompile.exc.Unsupported, match="function transform"):
-        cg(torch.randn(2, 2))
+    x = torch.randn(2, 2)
+    torch.testing.assert_close(cg(x), torch.sin(x))
