@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import torch
 
-from . import _C, config, log
+from . import _C, config, log, numpy_io
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
 from .effects import with_side_effects
@@ -169,7 +169,8 @@ class ConvertFrame:
         from .frontend import graph_break
 
         try:
-            result = graph_break.capture(frame, fullgraph=self.fullgraph, dynamic=self.dynamic)
+            with _user_hooks_deferred():
+                result = graph_break.capture(frame, fullgraph=self.fullgraph, dynamic=self.dynamic)
         except Unsupported:
             raise                                 # fullgraph=True or error_on_graph_break
         except TorchRuntimeError:
@@ -193,7 +194,8 @@ class ConvertFrame:
         return None
 
     def _install(self, code, captured):
-        compiled = _keeping_grad_mode(self._compile_graph(code, captured), captured)
+        compiled = numpy_io.wrap_compiled(_keeping_grad_mode(self._compile_graph(code, captured), captured),
+                                          captured.gm)
         n_inputs = len(captured.input_sources)
         if captured.guards.refresh is not None:
             captured.guards.refresh()             # what the backend added to the shape guards
@@ -207,8 +209,9 @@ class ConvertFrame:
 
     def _install_broken(self, code, broken):
         """A frame with a graph break: the cache entry runs the replacement code (a runner)."""
-        compiled = _keeping_grad_mode(self._compile_graph(code, broken.captured), broken.captured) \
-            if broken.has_graph else None
+        compiled = numpy_io.wrap_compiled(
+            _keeping_grad_mode(self._compile_graph(code, broken.captured), broken.captured)
+            if broken.has_graph else None, broken.captured.gm)
         if compiled is not None:
             # the runner runs with the callback set (its resume functions are compiled), the
             # graph never: what it runs (FX forwards, kernel wrappers, AOT) is not user code
@@ -259,7 +262,7 @@ class ConvertFrame:
         knobs = {k: v for k, v in self.options.items() if k in INDUCTOR_OPTIONS} \
             if self.backend_name == "inductor" else {}
         try:
-            with grad_on, config.patch(**knobs):
+            with grad_on, config.patch(**knobs), _user_hooks_deferred():
                 compiled = self.backend(gm, list(captured.example_inputs))
         except Exception as e:
             if config.suppress_errors:
@@ -293,6 +296,18 @@ class ConvertFrame:
         if freeze:                                # else only this instance runs eagerly
             _C.set_code_state(code, NO_NEW)
         return None
+
+
+@contextlib.contextmanager
+def _user_hooks_deferred():
+    """The user's ``saved_tensors_hooks`` are for the tensors the program saves when it runs, not
+    for the fake ones tracing saves: off while a frame is traced and compiled (the compiled
+    forward's saved tensors still go through them at run time)."""
+    prior = torch._C._autograd._saved_tensors_hooks_set_tracing(True)
+    try:
+        yield
+    finally:
+        torch._C._autograd._saved_tensors_hooks_set_tracing(prior)
 
 
 def _add_entry(code, entry, guard_export_fn=None) -> None:

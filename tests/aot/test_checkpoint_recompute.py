@@ -5,6 +5,7 @@ without checkpointing."""
 from __future__ import annotations
 
 import copy
+import warnings
 
 import pytest
 import torch
@@ -85,3 +86,27 @@ def test_region_output_read_after_the_region():
     (ca.sum() + cb).backward()
     torch.testing.assert_close((ca, cb), (a, b))
     torch.testing.assert_close(w2.grad, w.grad)
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_saved_tensors_hooks_see_real_tensors_only(backend):
+    """A ``saved_tensors_hooks`` pack hook active while the frame is compiled is not called on
+    the trace's fake tensors (it read their data pointer and the compile failed); at run time
+    it sees what the compiled forward saves."""
+    seen = []
+
+    def pack(t):
+        seen.append(t.untyped_storage().data_ptr())
+        return t
+    torch.manual_seed(0)
+    model = MLP(3, ckpt=True)
+    compiled = xcompile.compile(model, backend=BACKENDS[backend])
+    x = torch.randn(8, 64)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)        # no "running this graph eagerly"
+        loss = compiled(x)
+    loss.backward()
+    assert seen, "the compiled forward saved nothing through the hook"
+    ref = MLP(3, ckpt=True)
+    ref.load_state_dict(model.state_dict())
+    torch.testing.assert_close(loss, ref(x))
