@@ -365,3 +365,16 @@ def test_error_inside_a_transform_leaks_no_level():
     x = torch.randn(3)
     torch.testing.assert_close(torch.func.grad(lambda a: a.sin().sum())(x), x.cos())
     torch.testing.assert_close(torch.vmap(torch.sin)(x), x.sin())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dynamic_shapes_one_graph_for_every_batch_size(backend):
+    def f(x, w):
+        return torch.vmap(lambda r: (r * w).sin())(x) + torch.func.grad(lambda a: (a * a).sum())(x)
+
+    cnt = CompileCounterWithBackend(backend)
+    cf = xcompile.compile(f, backend=cnt, dynamic=True)
+    for n in (3, 5, 7):
+        x, w = torch.randn(n, 4), torch.randn(4)
+        torch.testing.assert_close(cf(x, w), f(x, w))
+    assert cnt.frame_count == 1
