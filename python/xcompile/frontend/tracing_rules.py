@@ -42,6 +42,7 @@ from torch.utils.checkpoint import CheckpointPolicy, noop_context_fn
 from .. import _C
 from ..guards.sources import AttrSource
 from . import hub, marks, rules
+from .autograd_function import apply_target, check_function_class
 from .calls import register_caller, register_context_value
 from .exc import Unsupported
 from .marks import mark, rule_of, torch_disabled, unmark  # noqa: F401  (tracing_rules.mark/unmark: the API)
@@ -309,6 +310,13 @@ def _mark_call(rule: str):
     return call
 
 
+def _autograd_function(tx, obj, args, kwargs) -> Value:
+    """``MyFunction.apply(*args)``: one graph node calling it (autograd_function.py)."""
+    cls = check_function_class(real_object(tx.resolve(args[0])) if args else None)
+    return tx.gb.call("call_function", apply_target(cls), [tx.resolve(a) for a in args[1:]],
+                      {k: tx.resolve(v) for k, v in kwargs.items()}, what=f"{cls.__name__}.apply")
+
+
 def _eogb_factory(tx, obj, args, kwargs) -> Value:
     flag = args[0] if args else kwargs.get("error_on_graph_break")
     if not isinstance(flag, ConstantValue):
@@ -326,6 +334,7 @@ RULE_CALLS: dict[str, Callable[..., Value]] = {
     "forbid": _forbid,
     "disable": _disable,
     "checkpoint": _checkpoint,
+    "autograd_function": _autograd_function,
     "skip": _skip,
     "mark_allow": _mark_call("allow"),
     "mark_nonstrict": _mark_call("nonstrict"),
@@ -483,6 +492,7 @@ def _register_logging() -> None:
 _register_interpreter_rows()
 _register_logging()
 mark(torch.utils.checkpoint.checkpoint, "checkpoint")
+mark(torch.autograd.Function.apply.__func__, "autograd_function")
 
 __all__ = [
     "ErrorOnGraphBreakValue",
