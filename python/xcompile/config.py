@@ -45,6 +45,10 @@ capture_scalar_outputs: bool = False
 # Data-dependent output shapes (nonzero, masked_select, x[mask], unique) as graph ops with
 # unbacked sizes instead of graph breaks.
 capture_dynamic_output_shape_ops: bool = False
+# NumPy code in the graph: np.ndarray inputs and outputs, np.* functions, ndarray methods and
+# operators traced through torch._numpy (frontend/numpy_tracing.py). False: arrays are plain
+# objects, Tensor.numpy() and torch.from_numpy are graph breaks.
+trace_numpy: bool = True
 # torch.func transforms (grad, vmap, jacrev, functional_call, ...) called in compiled code are
 # traced into the graph (False: each call is a graph break and runs eagerly).
 capture_func_transforms: bool = True

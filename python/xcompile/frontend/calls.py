@@ -45,8 +45,27 @@ if TYPE_CHECKING:
     from .tracer import Tracer
 
 
+# torch callable -> rule(tx, args, kwargs) -> Value, or None for the usual graph node
+# (numpy_tracing.py: torch.from_numpy / as_tensor of an ndarray).
+_TORCH_OP_RULES: dict[Any, Callable[..., Value | None]] = {}
+# Tensor method name -> rule(tx, tensor, args, kwargs) -> Value, or None for the usual handling
+# (numpy_tracing.py: Tensor.numpy()).
+_TENSOR_METHOD_RULES: dict[str, Callable[..., Value | None]] = {}
+
+
+def register_torch_op_rule(fn: Any, rule: Callable[..., Value | None]) -> None:
+    _TORCH_OP_RULES[fn] = rule
+
+
+def register_tensor_method_rule(name: str, rule: Callable[..., Value | None]) -> None:
+    _TENSOR_METHOD_RULES[name] = rule
+
+
 def _torch_op(tx: "Tracer", v: TorchOpValue, args, kwargs) -> Value:
     fn = v.fn
+    rule = _TORCH_OP_RULES.get(fn) if _TORCH_OP_RULES and type(fn).__hash__ is not None else None
+    if rule is not None and (r := rule(tx, args, kwargs)) is not None:
+        return r
     if fn in rules.FOLD_AT_TRACE:
         return ConstantValue(rules.FOLD_AT_TRACE[fn])
     if rules.is_torch_is_compiling(fn):
@@ -117,6 +136,9 @@ def switch_grad_mode(tx: "Tracer", enabled: bool) -> None:
 
 
 def _tensor_method(tx: "Tracer", v: TensorMethodValue, args, kwargs) -> Value:
+    rule = _TENSOR_METHOD_RULES.get(v.name)
+    if rule is not None and (r := rule(tx, v.tensor, args, kwargs)) is not None:
+        return r
     if v.name in ("item", "tolist") and tx.gb.captures_scalars and not args and not kwargs:
         return scalars.item(tx, v.tensor) if v.name == "item" else scalars.tolist(tx, v.tensor)
     if v.name in rules.TENSOR_METHODS_FORBIDDEN:

@@ -16,6 +16,7 @@ from . import (  # noqa: F401  (each registers its operations in the hub)
     introspection,
     iteration,
     modules,
+    numpy_tracing,
     pyops,
     scalars,
     user_objects,

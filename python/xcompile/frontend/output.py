@@ -7,7 +7,7 @@ the frame are handed back as-is through ``PassThrough(k)``.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -15,6 +15,7 @@ from ..effects import EffectPlan
 from ..guards.sources import Source
 from .capture import DictSpec, NamedTupleSpec, OutputSpec, PassThrough, Seq, const, out, passthrough
 from .exc import Unsupported
+from .numpy_values import NumpyArrayValue
 from .scalars import SymScalarValue
 from .side_effects import SpecBuilder
 from .values import (
@@ -39,7 +40,7 @@ class OutputBuilder:
 
     def __init__(self, tx: "Tracer"):
         self.tx = tx
-        self.outputs: list[TensorValue | SymScalarValue] = []
+        self.outputs: list[Any] = []       # TensorValue | SymScalarValue | NumpyArrayValue
         self._index: dict[torch.fx.Node, int] = {}
         self.passthrough: list[Source] = []
         self.effects = tx.side_effects.build(tx, self)     # CapturedGraph.side_effects
@@ -63,7 +64,8 @@ class OutputBuilder:
 
     def _spec(self, v: Value) -> OutputSpec:
         v = self.tx.resolve(v)
-        if isinstance(v, (TensorValue, SymScalarValue)):
+        if isinstance(v, (TensorValue, SymScalarValue)) or (isinstance(v, NumpyArrayValue) and v.source is None):
+            # (an array: the graph returns its tensor, the compiled call hands back an ndarray)
             i = self._index.get(v.node)
             if i is None:
                 i = self._index[v.node] = len(self.outputs)

@@ -282,6 +282,9 @@ def unary_op(tx: "Tracer", op: Callable, a: Value) -> Value:
         return tx.gb.call("call_function", op, (a,))
     if isinstance(a, ConstantValue):
         return fold(op, a.value)
+    row = row_of(_UNARY, a)
+    if row is not None:
+        return row(tx, op, a)
     if is_sym(a):
         return scalars.unary(tx, op, a)
     raise Unsupported(f"operator {op.__name__} on {a.describe()}")
@@ -293,14 +296,18 @@ _TRUTH: dict[type, Callable[["Tracer", Any], bool]] = {}
 # ``subclass`` is the value the user indexed when ``container`` is the dict storage of a dict
 # subclass made in the frame (else ``container`` itself).
 _GETITEM: dict[type, Callable[..., Value]] = {}
+# Item assignment (tx, container, key, value) and unary operators (tx, op, v) of other value kinds.
+_SETITEM: dict[type, Callable[..., None]] = {}
+_UNARY: dict[type, Callable[..., Value]] = {}
 
 
-def register_value_kind(value_cls: type, *, truth: Callable | None = None, getitem: Callable | None = None) -> None:
-    """Rows of the truth and subscript tables for ``value_cls`` (modules.py, scalars.py...)."""
-    if truth is not None:
-        _TRUTH[value_cls] = truth
-    if getitem is not None:
-        _GETITEM[value_cls] = getitem
+def register_value_kind(value_cls: type, *, truth: Callable | None = None, getitem: Callable | None = None,
+                        setitem: Callable | None = None, unary: Callable | None = None) -> None:
+    """Rows of the truth, subscript, item assignment and unary operator tables for ``value_cls``
+    (modules.py, scalars.py, numpy_tracing.py...)."""
+    for table, row in ((_TRUTH, truth), (_GETITEM, getitem), (_SETITEM, setitem), (_UNARY, unary)):
+        if row is not None:
+            table[value_cls] = row
 
 
 def truth(tx: "Tracer", v: Value) -> bool:
@@ -448,6 +455,10 @@ def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
     container = dict_storage(container)
     if isinstance(container, TensorValue):
         tx.gb.call("call_function", operator.setitem, (container, key, value))
+        return
+    row = row_of(_SETITEM, container)
+    if row is not None:
+        row(tx, container, key, value)
         return
     ok, k = as_constant(key, specialize=True)
     if not ok:

@@ -257,6 +257,15 @@ def _is_hashable(o) -> bool:
         return False
 
 
+# Rows other modules add (numpy_tracing.py: arrays, NumPy functions), tried before ``_ROWS``.
+_EXTRA_ROWS: list[tuple[Callable[[Any], bool], Callable]] = []
+
+
+def register_row(pred: Callable[[Any], bool], make: Callable) -> None:
+    """``make(tx, obj, source, covered)`` wraps the objects ``pred`` accepts (it installs their guards)."""
+    _EXTRA_ROWS.append((pred, make))
+
+
 # Objects whose value carries identity (a mutation through one path must be seen through another).
 _MEMO_TYPES = (list, dict, set, torch.nn.Module)
 
@@ -265,6 +274,9 @@ def wrap(tx: "Tracer", obj: Any, source: Source | None, covered: bool = False) -
     special = tracing_rules.wrap_special(tx, obj, source, covered)   # marked objects, compiled fns
     if special is not None:
         return special
+    for pred, make in _EXTRA_ROWS:
+        if pred(obj):
+            return make(tx, obj, source, covered)
     memo_key = id(obj) if isinstance(obj, _MEMO_TYPES) else None
     if memo_key is not None and memo_key in tx.memo:
         v = tx.memo[memo_key][1]

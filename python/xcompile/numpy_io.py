@@ -1,0 +1,42 @@
+"""NumPy arrays in and out of a compiled graph (``config.trace_numpy``, frontend/numpy_tracing.py).
+
+The frontend makes an ndarray the frame reads a graph input whose placeholder is marked
+``meta["xcompile_numpy"]``: the cache entry hands the array itself to the compiled graph, and
+``wrap_compiled`` views it as a tensor first (``torch.as_tensor``: the same memory, so in-place
+writes reach the caller's array, as in NumPy). Outputs listed in ``gm.meta["numpy_outputs"]`` are
+arrays in the traced program: the graph returns their tensors, converted back here
+(``Tensor.numpy(force=True)``: no grad, on the CPU, as torch.compile hands them back).
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+
+def _positions(gm: torch.fx.GraphModule) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    ins = tuple(i for i, n in enumerate(placeholders) if n.meta.get("xcompile_numpy"))
+    return ins, tuple(gm.meta.get("numpy_outputs", ()))
+
+
+def wrap_compiled(compiled: Callable | None, gm: torch.fx.GraphModule) -> Callable | None:
+    """``compiled`` with its ndarray inputs viewed as tensors and its ndarray outputs converted
+    back (``compiled`` itself when the graph has neither)."""
+    if compiled is None:
+        return None
+    ins, outs = _positions(gm)
+    if not ins and not outs:
+        return compiled
+    in_set, out_set = frozenset(ins), frozenset(outs)
+
+    def with_numpy(*args: Any) -> Any:
+        if in_set:
+            args = tuple(torch.as_tensor(a) if i in in_set else a for i, a in enumerate(args))
+        result = compiled(*args)
+        if not out_set:
+            return result
+        return tuple(r.numpy(force=True) if i in out_set else r for i, r in enumerate(result))
+
+    with_numpy.__name__ = getattr(compiled, "__name__", "compiled") + "_numpy"
+    return with_numpy
