@@ -41,7 +41,7 @@ from torch.utils.checkpoint import CheckpointPolicy, noop_context_fn
 
 from .. import _C
 from ..guards.sources import AttrSource
-from . import hub, marks, rules
+from . import control_flow, hub, marks, rules
 from .autograd_function import apply_target, check_function_class
 from .calls import register_caller, register_context_value
 from .exc import Unsupported
@@ -335,6 +335,7 @@ RULE_CALLS: dict[str, Callable[..., Value]] = {
     "disable": _disable,
     "checkpoint": _checkpoint,
     "autograd_function": _autograd_function,
+    "cond": control_flow.cond,
     "skip": _skip,
     "mark_allow": _mark_call("allow"),
     "mark_nonstrict": _mark_call("nonstrict"),
@@ -493,6 +494,7 @@ _register_interpreter_rows()
 _register_logging()
 mark(torch.utils.checkpoint.checkpoint, "checkpoint")
 mark(torch.autograd.Function.apply.__func__, "autograd_function")
+mark(torch.cond, "cond")
 
 __all__ = [
     "ErrorOnGraphBreakValue",

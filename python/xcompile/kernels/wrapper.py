@@ -261,12 +261,12 @@ def _extern_lines(node: ExternNode, g: _Globals, graph: KernelGraph) -> list[str
     if linear is not None:
         call = f"{g.add(torch._C._nn.linear, 'linear')}({', '.join(arg(a) for a in linear)})"
     lines = [f"# extern: {', '.join(node.origins)}"]
-    if len(node.outputs) == 1 and node.out_paths[0][1].num_leaves == 1:
+    if len(node.outputs) == 1 and node.out_paths[0][1].is_leaf():
         lines.append(f"{node.outputs[0]} = {call}")
         return lines + _restride_lines(node, g, graph) + _check_lines(node, g, graph)
     tmp = f"{node.name}_result"
     lines.append(f"{tmp} = {call}")
-    if node.out_paths and node.out_paths[0][1].num_leaves != 1:
+    if node.out_paths and not node.out_paths[0][1].is_leaf():      # (a tuple of one tensor too)
         lines.append(f"{tmp} = {g.add(pytree.tree_leaves, 'tree_leaves')}({tmp})")
     for b, (i, _) in zip(node.outputs, node.out_paths):
         lines.append(f"{b} = {tmp}[{i}]")

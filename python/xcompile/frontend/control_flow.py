@@ -1,0 +1,83 @@
+"""``torch.cond`` inside traced code.
+
+A constant predicate (a Python bool, a size the trace knows) picks its branch, which is traced
+inline, as torch.compile does. A tensor predicate keeps both branches: each is traced by the
+interpreter on stand-ins of the operands and cut out as a GraphModule (``func_regions``; values
+from outside the branch become its inputs, side effects are refused), and one graph node calls
+the real ``torch.cond`` with the two bodies. The eager backend runs it; the AOT backends trace it
+with ``make_fx`` into torch's ``cond`` higher-order op (forward and backward), and the kernel
+generator calls that op as an extern kernel. Branches that return different shapes or dtypes
+make ``torch.cond`` itself raise on the fakes: the frame then runs eagerly and raises torch's own
+error.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+from . import func_regions, hub, scalars
+from .exc import Unsupported
+from .values import ConstantValue, ListValue, TensorValue, TupleValue, Value
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+
+def _operands(tx: "Tracer", v: Value | None) -> list[Value]:
+    if v is None:
+        return []
+    v = tx.resolve(v)
+    if isinstance(v, (TupleValue, ListValue)):
+        items = [tx.resolve(i) for i in v.items]
+        if all(isinstance(i, TensorValue) for i in items):
+            return items
+    raise Unsupported("torch.cond with operands that are not a tuple or list of tensors",
+                      "Pass the tensors the branches read as a tuple.")
+
+
+def cond(tx: "Tracer", obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    names = ("pred", "true_fn", "false_fn", "operands")
+    bound: dict[str, Value] = dict(zip(names, args))
+    bound.update({k: v for k, v in kwargs.items() if k in names})
+    if set(kwargs) - set(names) or not {"pred", "true_fn", "false_fn"} <= set(bound):
+        raise Unsupported("torch.cond with unexpected arguments")
+    pred = tx.resolve(bound["pred"])
+    operands = _operands(tx, bound.get("operands"))
+    known = _constant(pred)
+    if known is not None:                 # a constant predicate: its branch, inline
+        return hub.call_value(tx, bound["true_fn"] if known else bound["false_fn"], list(operands), {})
+    if not (isinstance(pred, TensorValue) and pred.fake.numel() == 1 and pred.fake.dtype == torch.bool):
+        raise Unsupported(f"torch.cond with a predicate that is a {pred.describe()}",
+                          "The predicate must be a boolean tensor with one element, or a constant.")
+    bodies = []
+    for name in ("true_fn", "false_fn"):
+        before = set(tx.gb.graph.nodes)
+        stands = [func_regions.stand_in(tx, o, None) for o in operands]
+        bodies.append(func_regions.trace_body(tx, bound[name], stands, {}, f"torch.cond's {name}", before))
+    true_body, false_body = bodies
+    n_true = len(true_body.outside)
+
+    def run(pred, ops, outside):
+        def true_fn(*a):
+            return true_body.gm(*a, *outside[:n_true])
+
+        def false_fn(*a):
+            return false_body.gm(*a, *outside[n_true:])
+        return torch.cond(pred, true_fn, false_fn, tuple(ops))
+
+    run.__name__ = run.__qualname__ = "cond"
+    return tx.gb.call("call_function", run,
+                      [pred, TupleValue(list(operands)), TupleValue(true_body.outside + false_body.outside)],
+                      what="torch.cond")
+
+
+def _constant(v: Value) -> bool | None:
+    if isinstance(v, ConstantValue) and isinstance(v.value, (bool, int)):
+        return bool(v.value)
+    if isinstance(v, scalars.SymScalarValue) and isinstance(v.sym, torch.SymBool):
+        if free_unbacked_symbols(v.sym):
+            raise Unsupported("torch.cond with a predicate computed from data (an unbacked size)")
+        return bool(v.sym)                 # a relation of sizes: decided here, guarded
+    return None
