@@ -25,14 +25,15 @@ if TYPE_CHECKING:
     from .tracer import Tracer
 
 
-def _operands(tx: "Tracer", v: Value | None) -> list[Value]:
+def _operands(tx: "Tracer", v: Value | None) -> list[TensorValue]:
     if v is None:
         return []
     v = tx.resolve(v)
     if isinstance(v, (TupleValue, ListValue)):
         items = [tx.resolve(i) for i in v.items]
-        if all(isinstance(i, TensorValue) for i in items):
-            return items
+        tensors = [i for i in items if isinstance(i, TensorValue)]
+        if len(tensors) == len(items):
+            return tensors
     raise Unsupported("torch.cond with operands that are not a tuple or list of tensors",
                       "Pass the tensors the branches read as a tuple.")
 
@@ -54,7 +55,7 @@ def cond(tx: "Tracer", obj: Any, args: list[Value], kwargs: dict[str, Value]) ->
     bodies = []
     for name in ("true_fn", "false_fn"):
         before = set(tx.gb.graph.nodes)
-        stands = [func_regions.stand_in(tx, o, None) for o in operands]
+        stands: list[Value] = [func_regions.stand_in(tx, o, None) for o in operands]
         bodies.append(func_regions.trace_body(tx, bound[name], stands, {}, f"torch.cond's {name}", before))
     true_body, false_body = bodies
     n_true = len(true_body.outside)
