@@ -85,9 +85,12 @@ def _array_input(tx: "Tracer", arr: Any, source: Any, covered: bool) -> Value:
         raise Unsupported(f"NumPy {what} are not traced", "NumPy runs this part of the code.")
     if isinstance(arr, np.ndarray) and not arr.flags.writeable:
         raise Unsupported("a read-only ndarray input", "NumPy runs this part of the code.")
+    if isinstance(arr, np.ndarray) and any(st < 0 for st in arr.strides):
+        # a tensor cannot view it, and a copy would not carry writes back to the caller's array
+        raise Unsupported("an ndarray input with negative strides (a[::-1])", "NumPy runs this part of the code.")
     try:
         t = torch.as_tensor(arr)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise Unsupported(f"NumPy dtype {arr.dtype} (non-numeric or unsupported dtypes are not traced)",
                           "NumPy runs this part of the code.") from e
     state = _input_state(tx)
