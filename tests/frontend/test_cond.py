@@ -118,3 +118,17 @@ def test_a_branch_with_a_side_effect_behaves_as_eager():
     with pytest.raises(type(eager.value)):
         xcompile.compile(f, backend="eager")(x)
     assert not SEEN
+
+
+def _loop(x, n):
+    y = x * 2
+    i, out = torch.while_loop(lambda i, v: i < n, lambda i, v: (i + 1, (v @ W).sin() + 1), (torch.tensor(0), y))
+    return out.cos(), i
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_while_loop_in_the_graph(backend):
+    compiled = xcompile.compile(_loop, backend=backend)
+    for k in (0, 3, 5):
+        x, n = torch.randn(4, 3), torch.tensor(k)
+        torch.testing.assert_close(compiled(x, n), _loop(x, n))

@@ -33,7 +33,7 @@ from typing import Callable
 import torch
 import torch.fx
 
-from .. import config
+from .. import _C, config
 from ..log import enabled, log
 from .aliasing import independent_examples
 from .joint import Decompositions, fake_inputs, trace_forward, trace_joint
@@ -94,6 +94,7 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
 
     def mark(g: torch.fx.GraphModule) -> torch.fx.GraphModule:
         g.meta["fallback_random"] = fallback_random()
+        _untraced_hops(g)
         return g
 
     def make_training(flags: tuple) -> TrainingArtifact:                   # 3. training
@@ -141,6 +142,29 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
     else:
         compiled.inference()
     return compiled
+
+
+_UNTRACED: dict = {}
+
+
+def _untraced_hops(gm: torch.fx.GraphModule) -> None:
+    """Higher-order ops (``cond``, ``while_loop``) in a graph run untraced: run eagerly, they
+    compile their subgraphs with torch.compile, and no frame below them is xcompile's."""
+    changed = False
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and isinstance(n.target, torch._ops.HigherOrderOperator):
+            op = n.target
+            if op not in _UNTRACED:
+                run = _C.untraced(op)
+
+                def call(*args, _run=run, **kwargs):
+                    return _run(*args, **kwargs)
+                call.__name__ = call.__qualname__ = f"hop_{op.__name__}"
+                _UNTRACED[op] = call
+            n.target = _UNTRACED[op]
+            changed = True
+    if changed:
+        gm.recompile()
 
 
 def _with_requires_grad(fake_mode, fakes: list, flags: tuple) -> list:

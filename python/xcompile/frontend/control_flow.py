@@ -1,4 +1,4 @@
-"""``torch.cond`` inside traced code.
+"""``torch.cond`` and ``torch.while_loop`` inside traced code.
 
 A constant predicate (a Python bool, a size the trace knows) picks its branch, which is traced
 inline, as torch.compile does. A tensor predicate keeps both branches: each is traced by the
@@ -8,7 +8,9 @@ the real ``torch.cond`` with the two bodies. The eager backend runs it; the AOT 
 with ``make_fx`` into torch's ``cond`` higher-order op (forward and backward), and the kernel
 generator calls that op as an extern kernel. Branches that return different shapes or dtypes
 make ``torch.cond`` itself raise on the fakes: the frame then runs eagerly and raises torch's own
-error.
+error. ``torch.while_loop(cond_fn, body_fn, carried, additional)`` is kept the same way: both
+functions traced on stand-ins of the carried values (and the additional inputs), one node calling
+the real ``while_loop`` on the two bodies.
 """
 from __future__ import annotations
 
@@ -17,12 +19,19 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
+from .. import _C
 from . import func_regions, hub, scalars
 from .exc import Unsupported
 from .values import ConstantValue, ListValue, TensorValue, TupleValue, Value
 
 if TYPE_CHECKING:
     from .tracer import Tracer
+
+
+# Run eagerly (the eager backend, a graph break), these compile their functions with torch.compile:
+# no frame below them is xcompile's to compile.
+_COND = _C.untraced(torch.cond)
+_WHILE_LOOP = _C.untraced(getattr(torch, "while_loop", torch.cond))
 
 
 def _operands(tx: "Tracer", v: Value | None) -> list[TensorValue]:
@@ -66,7 +75,7 @@ def cond(tx: "Tracer", obj: Any, args: list[Value], kwargs: dict[str, Value]) ->
 
         def false_fn(*a):
             return false_body.gm(*a, *outside[n_true:])
-        return torch.cond(pred, true_fn, false_fn, tuple(ops))
+        return _COND(pred, true_fn, false_fn, tuple(ops))
 
     run.__name__ = run.__qualname__ = "cond"
     return tx.gb.call("call_function", run,
@@ -82,3 +91,35 @@ def _constant(v: Value) -> bool | None:
             raise Unsupported("torch.cond with a predicate computed from data (an unbacked size)")
         return bool(v.sym)                 # a relation of sizes: decided here, guarded
     return None
+
+
+def while_loop(tx: "Tracer", obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
+    names = ("cond_fn", "body_fn", "carried_inputs", "additional_inputs")
+    bound: dict[str, Value] = dict(zip(names, args))
+    bound.update({k: v for k, v in kwargs.items() if k in names})
+    if set(kwargs) - set(names) or not {"cond_fn", "body_fn", "carried_inputs"} <= set(bound):
+        raise Unsupported("torch.while_loop with unexpected arguments")
+    carried = _operands(tx, bound["carried_inputs"])
+    extra = _operands(tx, bound.get("additional_inputs"))
+    bodies = []
+    for name in ("cond_fn", "body_fn"):
+        before = set(tx.gb.graph.nodes)
+        stands: list[Value] = [func_regions.stand_in(tx, o, None) for o in carried + extra]
+        bodies.append(func_regions.trace_body(tx, bound[name], stands, {}, f"torch.while_loop's {name}", before))
+    cond_body, body_body = bodies
+    n_cond = len(cond_body.outside)
+
+    def run(carried_in, extra_in, outside):
+        def cond_fn(*a):
+            return cond_body.gm(*a, *outside[:n_cond])
+
+        def body_fn(*a):
+            out = body_body.gm(*a, *outside[n_cond:])
+            return tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        return _WHILE_LOOP(cond_fn, body_fn, tuple(carried_in), tuple(extra_in))
+
+    run.__name__ = run.__qualname__ = "while_loop"
+    return tx.gb.call("call_function", run,
+                      [TupleValue(list(carried)), TupleValue(list(extra)),
+                       TupleValue(cond_body.outside + body_body.outside)],
+                      what="torch.while_loop")

@@ -336,6 +336,7 @@ RULE_CALLS: dict[str, Callable[..., Value]] = {
     "checkpoint": _checkpoint,
     "autograd_function": _autograd_function,
     "cond": control_flow.cond,
+    "while_loop": control_flow.while_loop,
     "skip": _skip,
     "mark_allow": _mark_call("allow"),
     "mark_nonstrict": _mark_call("nonstrict"),
@@ -495,6 +496,8 @@ _register_logging()
 mark(torch.utils.checkpoint.checkpoint, "checkpoint")
 mark(torch.autograd.Function.apply.__func__, "autograd_function")
 mark(torch.cond, "cond")
+if hasattr(torch, "while_loop"):
+    mark(torch.while_loop, "while_loop")
 
 __all__ = [
     "ErrorOnGraphBreakValue",
