@@ -80,14 +80,16 @@ def skip_module(f_globals: dict) -> bool:
     """Code generated at run time ("<string>" files: dataclass methods, namedtuples) by torch or
     by us belongs to the library, wherever its file says it is."""
     name = f_globals.get("__name__") or ""
-    return any(name == p or name.startswith(p + ".") for p in _SKIP_MODULES)
+    return any(name == p or name.startswith(p + ".") for p in _SKIP_MODULES) or \
+        name.startswith(("__editable__", "_editable_"))    # editable installs' import finders
 
 
 # Libraries whose frames run eagerly wherever they are installed (torch.compile skips the same).
 _SKIP_MODULES = ("torch", "xcompile", "triton", "sympy", "mpmath", "numpy", "networkx", "tqdm",
                  "jinja2", "markupsafe", "filelock", "fsspec",             # torch's own dependencies
                  "hypothesis", "_pytest", "pytest", "pluggy",
-                 "_distutils_hack", "setuptools", "pkg_resources", "pip")   # import machinery
+                 "_distutils_hack", "setuptools", "pkg_resources", "pip",   # import machinery
+                 "typing_extensions")                      # typing helpers torch's imports run
 
 # Codes compiled with recursive=False (torch.compiler.disable(recursive=False) and friends):
 # SKIP in the cache and never traced into, though the frames they call are compiled.

@@ -494,7 +494,7 @@ def _register_logging() -> None:
 _register_interpreter_rows()
 _register_logging()
 mark(torch.utils.checkpoint.checkpoint, "checkpoint")
-mark(torch.autograd.Function.apply.__func__, "autograd_function")
+mark(vars(torch.autograd.Function)["apply"].__func__, "autograd_function")
 mark(torch.cond, "cond")
 if hasattr(torch, "while_loop"):
     mark(torch.while_loop, "while_loop")
