@@ -5,7 +5,7 @@
 //   │                                  ├─ entries: [EntryRef ...]  most recently hit first
 //   │                                  │    EntryRef.obj   strong ref to the Python CacheEntry
 //   │                                  │    EntryRef.entry borrowed C++ view of obj (lives as long)
-//   │                                  ├─ state: NORMAL | SKIP | NO_NEW
+//   │                                  ├─ state: NORMAL | SKIP | NO_NEW | SKIP_ALL
 //   │                                  └─ generation: bumped on every change of `entries`
 //   └─ registry: every live CodeExtra, so cache_clear_all() can reach them all.
 //
@@ -23,7 +23,9 @@ namespace xc {
 
 struct CacheEntry;
 
-enum CodeState : int { STATE_NORMAL = 0, STATE_SKIP = 1, STATE_NO_NEW = 2 };
+// SKIP_ALL: evaluated with the thread's callback unset, so nothing it calls is compiled either
+// (torch's higher-order ops, which run torch.compile themselves when run eagerly).
+enum CodeState : int { STATE_NORMAL = 0, STATE_SKIP = 1, STATE_NO_NEW = 2, STATE_SKIP_ALL = 3 };
 
 struct EntryRef {
   PyObject* obj;      // strong

@@ -219,6 +219,10 @@ PyObject* cf_vectorcall(PyObject* self_obj, PyObject* const* args, size_t nargsf
 
   CodeExtra* extra = get_code_extra((PyObject*)code);
   const int state = extra ? extra->state : STATE_NORMAL;
+  if (state == STATE_SKIP_ALL) {
+    CallbackScope off(nullptr);
+    return PyObject_Vectorcall(self->fn, all.data(), (size_t)nargs, nullptr);
+  }
   if (state == STATE_SKIP) return call_with_callback(self, all.data(), nargs, nullptr, true);
   FrameView view{bound, nbound, fn->func_globals, fn->func_builtins, fn->func_closure};
   PyObject* out = nullptr;

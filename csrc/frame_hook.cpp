@@ -53,6 +53,10 @@ PyObject* eval_frame_hook(PyThreadState* tstate, Frame* frame, int throwflag) {
   CodeExtra* extra = get_code_extra((PyObject*)code);
   const int state = extra ? extra->state : STATE_NORMAL;
   if (state == STATE_SKIP) return eval_frame_default(tstate, frame, throwflag);
+  if (state == STATE_SKIP_ALL) {
+    CallbackScope off(nullptr);
+    return eval_frame_default(tstate, frame, throwflag);
+  }
 
   Hold hold(callback);  // the walk may swap the thread's callback
   PyFunctionObject* func = frame_func(frame);

@@ -281,8 +281,8 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "set_code_state",
       [](py::handle code, int state) {
-        if (state < STATE_NORMAL || state > STATE_NO_NEW)
-          throw py::value_error("state must be 0, 1 or 2");
+        if (state < STATE_NORMAL || state > STATE_SKIP_ALL)
+          throw py::value_error("state must be 0, 1, 2 or 3");
         extra_of(code)->state = state;
       },
       py::arg("code"), py::arg("state"));
@@ -310,6 +310,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("NORMAL") = static_cast<int>(STATE_NORMAL);
   m.attr("SKIP") = static_cast<int>(STATE_SKIP);
   m.attr("NO_NEW") = static_cast<int>(STATE_NO_NEW);
+  m.attr("SKIP_ALL") = static_cast<int>(STATE_SKIP_ALL);
 
   init_tensor_alias(m);
   if (!init_compiled_function(m.ptr())) throw py::error_already_set();

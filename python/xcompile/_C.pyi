@@ -5,5 +5,6 @@ from typing import Any
 NORMAL: int
 SKIP: int
 NO_NEW: int
+SKIP_ALL: int
 
 def __getattr__(name: str) -> Any: ...

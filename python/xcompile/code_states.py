@@ -1,8 +1,10 @@
 """Which frames are compiled: the code states of the C++ cache, and the rules and records behind them.
 
 Each code object has a state in the C++ cache (``_C.get_code_state``): NORMAL (look it up, compile
-on a miss), SKIP (always run eagerly; the frames it calls are still compiled) and NO_NEW (use the
-cache, never compile more: the cache size limit). The numbers are ``_C``'s own.
+on a miss), SKIP (always run eagerly; the frames it calls are still compiled), NO_NEW (use the
+cache, never compile more: the cache size limit) and SKIP_ALL (run eagerly with compilation off
+for everything it calls: torch's higher-order ops, ``frontend/marks.py``). The numbers are
+``_C``'s own.
 
 A code object is skipped when it is library code (``skip_code``: torch, xcompile, the standard
 library, by file; code generated at run time by those libraries, by module: ``skip_module``);
@@ -24,6 +26,7 @@ from . import _C, config
 NORMAL: int = _C.NORMAL
 SKIP: int = _C.SKIP
 NO_NEW: int = _C.NO_NEW
+SKIP_ALL: int = _C.SKIP_ALL
 
 
 def _dirs(*paths) -> tuple:

@@ -4,6 +4,8 @@ eager's on eager/aot_eager/inductor, graph counts equal to torch.compile's); bra
 results differ in shape raise torch's error, as in eager; a branch with a side effect is a break."""
 from __future__ import annotations
 
+import warnings
+
 import pytest
 import torch
 import torch._dynamo
@@ -128,7 +130,21 @@ def _loop(x, n):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_while_loop_in_the_graph(backend):
-    compiled = xcompile.compile(_loop, backend=backend)
-    for k in (0, 3, 5):
-        x, n = torch.randn(4, 3), torch.tensor(k)
-        torch.testing.assert_close(compiled(x, n), _loop(x, n))
+    cnt = CompileCounter()
+    compiled = xcompile.compile(_loop, backend=cnt if backend == "eager" else backend)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)       # no "running this graph eagerly"
+        for k in (0, 3, 5):
+            x, n = torch.randn(4, 3), torch.tensor(k)
+            torch.testing.assert_close(compiled(x, n), _loop(x, n))
+    if backend == "eager":
+        assert cnt.frame_count == 1
+
+
+def test_cond_kernels_do_not_fall_back():
+    compiled = xcompile.compile(tensor_pred, backend="inductor")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for sign in (1.0, -1.0):
+            x, y = torch.randn(2, 3).abs() * sign, torch.randn(2, 3)
+            torch.testing.assert_close(compiled(x, y), tensor_pred(x, y))

@@ -64,12 +64,40 @@ def test_states():
     assert C.get_code_state(g.__code__) == C.NO_NEW == 2
     C.cache_clear(g)
     assert C.get_code_state(g) == C.NORMAL  # clearing lifts the size limit
+    C.set_code_state(g, C.SKIP_ALL)
+    assert C.get_code_state(g) == C.SKIP_ALL == 3
+    C.cache_clear(g)
+    assert C.get_code_state(g) == C.SKIP_ALL          # kept, as SKIP is
     with pytest.raises(ValueError):
-        C.set_code_state(g, 3)
+        C.set_code_state(g, 4)
     with pytest.raises(TypeError):
         C.get_code_state(42)
     with pytest.raises(TypeError):
         C.cache_add(g, "not an entry")
+
+
+def test_skip_all_runs_everything_below_without_the_callback():
+    """SKIP runs a frame eagerly and still hooks the frames it calls; SKIP_ALL hooks none of them
+    (torch's higher-order ops run torch.compile below themselves)."""
+    def inner(x):
+        return x + 1
+
+    def skipped(x):
+        return inner(x)
+
+    def skipped_all(x):
+        return inner(x)
+
+    C.set_code_state(skipped, C.SKIP)
+    C.set_code_state(skipped_all, C.SKIP_ALL)
+    seen = []
+    prev = C.set_callback(lambda code, *a: seen.append(code.co_name))
+    try:
+        assert skipped(1) == 2
+        assert skipped_all(1) == 2
+    finally:
+        C.set_callback(prev)
+    assert seen == ["inner"]                       # from skipped only
 
 
 def test_entry_objects():

@@ -89,7 +89,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
     # input shares memory with another run eagerly (aliasing.py)
     primals = list(example_inputs) + list(state) if state is not None else \
         independent_examples(example_inputs, program.state) + program.state
-    fake_mode, fakes = fake_inputs(primals)
+    loops = any(getattr(n.target, "__name__", "") == "while_loop" for n in gm.graph.nodes)
+    fake_mode, fakes = fake_inputs(primals, shape_env=loops)
     schema = analyze(program, fakes, fake_mode)                            # 2. analyze
 
     def mark(g: torch.fx.GraphModule) -> torch.fx.GraphModule:

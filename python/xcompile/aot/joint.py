@@ -24,6 +24,7 @@ import torch.fx.traceback as fx_traceback
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from .functional import from_functional, functionalization, to_functional
 from .schema import Schema
@@ -46,16 +47,18 @@ class JointGraph:
         return sum(s is not None for s in self.grad_slots)
 
 
-def fake_inputs(primals: list) -> tuple[FakeTensorMode, list]:
-    """Fake copies of ``primals`` (reusing their mode if they are fake already)."""
+def fake_inputs(primals: list, shape_env: bool = False) -> tuple[FakeTensorMode, list]:
+    """Fake copies of ``primals`` (reusing their mode if they are fake already). ``shape_env``:
+    the new mode gets a ShapeEnv (static sizes still), for ops whose fake kernels make fresh
+    sizes (``while_loop``)."""
     for p in primals:
         if isinstance(p, FakeTensor):
             # (the frontend's fakes with symbolic sizes: parameters and buffers stay static)
             mode = p.fake_mode
             return mode, [t if isinstance(t, FakeTensor) or not isinstance(t, torch.Tensor)
                           else mode.from_tensor(t, static_shapes=True) for t in primals]
-    mode = FakeTensorMode()
-    return mode, [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in primals]
+    mode = FakeTensorMode(shape_env=ShapeEnv() if shape_env else None)
+    return mode, [mode.from_tensor(t, static_shapes=True) if isinstance(t, torch.Tensor) else t for t in primals]
 
 
 def _flatten_io(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:

@@ -67,7 +67,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
         return _training(gm, inputs)
     try:
         with torch.no_grad():
-            aten_gm = trace_aten(program, primals)
+            aten_gm = trace_aten(program, _traced_inputs(gm, primals))
     except Exception as e:
         if config.kernel_raise_errors:
             raise
@@ -85,6 +85,14 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     if written and len(primals) > 1:
         return WrittenInputsChecked(compiled, gm.forward, tuple(program.state), written)
     return compiled
+
+
+def _traced_inputs(gm: torch.fx.GraphModule, primals: list) -> list:
+    """What ``trace_aten`` traces on: the real inputs, or fakes in a mode with a ShapeEnv when
+    an op's fake kernel makes fresh sizes (``while_loop``)."""
+    if any(getattr(n.target, "__name__", "") == "while_loop" for n in gm.graph.nodes):
+        return fake_inputs(primals, shape_env=True)[1]
+    return primals
 
 
 def _written_inputs(aten_gm: torch.fx.GraphModule) -> tuple[int, ...] | None:

@@ -8,9 +8,9 @@ the real ``torch.cond`` with the two bodies. The eager backend runs it; the AOT 
 with ``make_fx`` into torch's ``cond`` higher-order op (forward and backward), and the kernel
 generator calls that op as an extern kernel. Branches that return different shapes or dtypes
 make ``torch.cond`` itself raise on the fakes: the frame then runs eagerly and raises torch's own
-error. ``torch.while_loop(cond_fn, body_fn, carried, additional)`` is kept the same way: both
-functions traced on stand-ins of the carried values (and the additional inputs), one node calling
-the real ``while_loop`` on the two bodies.
+error. ``torch.while_loop(cond_fn, body_fn, carried_inputs)`` is kept the same way: both
+functions traced on stand-ins of the carried values (what they read from outside becomes their
+inputs), one node calling the real ``while_loop`` on the two bodies.
 """
 from __future__ import annotations
 
@@ -94,32 +94,31 @@ def _constant(v: Value) -> bool | None:
 
 
 def while_loop(tx: "Tracer", obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    names = ("cond_fn", "body_fn", "carried_inputs", "additional_inputs")
+    names = ("cond_fn", "body_fn", "carried_inputs")
     bound: dict[str, Value] = dict(zip(names, args))
     bound.update({k: v for k, v in kwargs.items() if k in names})
-    if set(kwargs) - set(names) or not {"cond_fn", "body_fn", "carried_inputs"} <= set(bound):
+    if len(args) > 3 or set(kwargs) - set(names) or set(bound) != set(names):
         raise Unsupported("torch.while_loop with unexpected arguments")
     carried = _operands(tx, bound["carried_inputs"])
-    extra = _operands(tx, bound.get("additional_inputs"))
     bodies = []
     for name in ("cond_fn", "body_fn"):
         before = set(tx.gb.graph.nodes)
-        stands: list[Value] = [func_regions.stand_in(tx, o, None) for o in carried + extra]
+        stands: list[Value] = [func_regions.stand_in(tx, o, None) for o in carried]
         bodies.append(func_regions.trace_body(tx, bound[name], stands, {}, f"torch.while_loop's {name}", before))
     cond_body, body_body = bodies
     n_cond = len(cond_body.outside)
 
-    def run(carried_in, extra_in, outside):
+    def run(carried_in, outside):
         def cond_fn(*a):
             return cond_body.gm(*a, *outside[:n_cond])
 
         def body_fn(*a):
             out = body_body.gm(*a, *outside[n_cond:])
             return tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        return _WHILE_LOOP(cond_fn, body_fn, tuple(carried_in), tuple(extra_in))
+        return _WHILE_LOOP(cond_fn, body_fn, tuple(carried_in))
 
     run.__name__ = run.__qualname__ = "while_loop"
+    tx.gb._shape_env()                 # (while_loop's fake kernel sizes its results with the ShapeEnv)
     return tx.gb.call("call_function", run,
-                      [TupleValue(list(carried)), TupleValue(list(extra)),
-                       TupleValue(cond_body.outside + body_body.outside)],
+                      [TupleValue(list(carried)), TupleValue(cond_body.outside + body_body.outside)],
                       what="torch.while_loop")

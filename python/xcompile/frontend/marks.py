@@ -11,7 +11,7 @@ import torch
 import torch._higher_order_ops
 
 from .. import _C
-from ..code_states import NONRECURSIVE_SKIPS, SKIP
+from ..code_states import NONRECURSIVE_SKIPS, SKIP, SKIP_ALL
 
 # id(obj) -> (obj, rule); the object is kept alive by the entry.
 _RULES: dict[int, tuple[Any, str]] = {}
@@ -52,6 +52,20 @@ _HOP_ENTRIES = tuple(f for f in (getattr(torch, "cond", None),
                      if f is not None)
 
 
+def _skip_all_hops() -> None:
+    """Run eagerly (a frame that falls back, a graph break), a higher-order op compiles its
+    functions with torch.compile: its frames, and every frame below them, are never xcompile's
+    (the eval-frame hook then leaves the thread's callback unset: code state SKIP_ALL)."""
+    codes = [f.__code__ for f in _HOP_ENTRIES]
+    for name in ("cond", "while_loop"):
+        op = getattr(torch.ops.higher_order, name, None)
+        call = getattr(type(op), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            codes.append(call.__code__)
+    for code in codes:
+        _C.set_code_state(code, SKIP_ALL)
+
+
 def torch_disabled(obj: Any) -> bool:
     """A function torch runs with compilation off for all it calls (``torch._disable_dynamo``,
     ``torch.compiler.disable`` with recursive=True, a higher-order op run eagerly)."""
@@ -83,3 +97,6 @@ def entry_of(obj: Any) -> tuple[Any, str] | None:
     """The (object, rule) row under ``id(obj)`` (it may belong to a dead object whose id was
     reused: compare the object)."""
     return _RULES.get(id(obj))
+
+
+_skip_all_hops()

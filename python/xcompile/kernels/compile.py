@@ -39,7 +39,7 @@ from .wrapper import Kernel, build_wrapper, generate_wrapper
 
 
 def ensure_meta(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> None:
-    if all("val" in n.meta for n in gm.graph.nodes if n.op not in ("output",)):
+    if all("val" in n.meta for n in gm.graph.nodes if n.op not in ("output", "get_attr")):
         return
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     fake = [mode.from_tensor(t) if isinstance(t, torch.Tensor) else t for t in example_inputs]
