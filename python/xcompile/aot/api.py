@@ -36,7 +36,7 @@ import torch.fx
 from .. import _C, config
 from ..log import enabled, log
 from .aliasing import independent_examples
-from .joint import Decompositions, fake_inputs, trace_forward, trace_joint
+from .joint import Decompositions, fake_inputs, makes_fresh_sizes, trace_forward, trace_joint
 from .lift import LiftedProgram, lift
 from .partition import POLICIES
 from .runtime import CompiledProgram, EagerTraining, TrainingArtifact
@@ -89,8 +89,7 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
     # input shares memory with another run eagerly (aliasing.py)
     primals = list(example_inputs) + list(state) if state is not None else \
         independent_examples(example_inputs, program.state) + program.state
-    loops = any(getattr(n.target, "__name__", "") == "while_loop" for n in gm.graph.nodes)
-    fake_mode, fakes = fake_inputs(primals, shape_env=loops)
+    fake_mode, fakes = fake_inputs(primals, shape_env=makes_fresh_sizes(gm))
     schema = analyze(program, fakes, fake_mode)                            # 2. analyze
 
     def mark(g: torch.fx.GraphModule) -> torch.fx.GraphModule:

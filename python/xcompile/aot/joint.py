@@ -61,6 +61,12 @@ def fake_inputs(primals: list, shape_env: bool = False) -> tuple[FakeTensorMode,
     return mode, [mode.from_tensor(t, static_shapes=True) if isinstance(t, torch.Tensor) else t for t in primals]
 
 
+def makes_fresh_sizes(gm: torch.fx.GraphModule) -> bool:
+    """Whether a node's fake kernel makes fresh sizes and so needs a ShapeEnv in the fake mode
+    (the frontend marks its ``torch.while_loop`` node's target: frontend/control_flow.py)."""
+    return any(getattr(n.target, "makes_fresh_sizes", False) for n in gm.graph.nodes)
+
+
 def _flatten_io(gm: torch.fx.GraphModule) -> torch.fx.GraphModule:
     """make_fx emits pytree in/out specs; make it plain ``f(*flat) -> tuple``."""
     gm.graph._codegen = torch.fx.graph.CodeGen()

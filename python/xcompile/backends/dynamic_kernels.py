@@ -31,18 +31,8 @@ from ..aot.schema import OutputKind
 from ..guards.shape_expr import UnsupportedShapeExpr, compile_relation
 from ..kernels.compile import compile_symbolic_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
-from ..kernels.sizes import SymbolicUnsupported
+from ..kernels.sizes import SymbolicUnsupported, shape_env_of
 from ..shape_state import accept_facts, shape_facts
-
-
-def _shape_env(fakes: list) -> Any:
-    for f in fakes:
-        sizes = [f] if isinstance(f, torch.SymInt) else \
-            [*f.shape, *f.stride(), f.storage_offset()] if isinstance(f, torch.Tensor) else []
-        for s in sizes:
-            if isinstance(s, torch.SymInt):
-                return s.node.shape_env
-    return None
 
 
 def _new_facts(env, before: tuple) -> str | None:
@@ -68,7 +58,7 @@ class _Setup:
         self.gm = gm
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         metas = [n.meta.get("example_value") for n in placeholders]
-        self.env = _shape_env(metas)
+        self.env = shape_env_of(metas)
         self.fake_mode = detect_fake_mode([m for m in metas if isinstance(m, torch.Tensor)])
         self.inputs = list(example_inputs)
         self.fakes = [m if isinstance(m, (torch.Tensor, torch.SymInt)) else a for m, a in zip(metas, self.inputs)]
@@ -174,7 +164,7 @@ def _kernels_or_graph(gm: torch.fx.GraphModule, example_inputs: list) -> Callabl
     """The backward, compiled at the first ``.backward()`` (the frame's guards are installed by
     then): kernels taking the sizes when they need nothing new of the sizes, else the FX
     graph itself, which serves every size."""
-    env = _shape_env([n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"])
+    env = shape_env_of([n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"])
     before = shape_facts(env) if env is not None else None
     try:
         fn = compile_symbolic_graph(gm, example_inputs, training=True)

@@ -26,7 +26,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from .. import config, log
 from ..aot.aliasing import WrittenInputsChecked, any_shared
 from ..aot.api import aot_compile
-from ..aot.joint import fake_inputs
+from ..aot.joint import fake_inputs, makes_fresh_sizes
 from ..aot.lift import lift
 from ..aot.schema import OutputKind, analyze
 from ..aot.schema import writes_in_place as _writes_in_place
@@ -90,7 +90,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
 def _traced_inputs(gm: torch.fx.GraphModule, primals: list) -> list:
     """What ``trace_aten`` traces on: the real inputs, or fakes in a mode with a ShapeEnv when
     an op's fake kernel makes fresh sizes (``while_loop``)."""
-    if any(getattr(n.target, "__name__", "") == "while_loop" for n in gm.graph.nodes):
+    if makes_fresh_sizes(gm):
         return fake_inputs(primals, shape_env=True)[1]
     return primals
 

@@ -34,7 +34,7 @@ _COND = _C.untraced(torch.cond)
 _WHILE_LOOP = _C.untraced(getattr(torch, "while_loop", torch.cond))
 
 
-def _operands(tx: "Tracer", v: Value | None) -> list[TensorValue]:
+def _operands(tx: "Tracer", v: Value | None, op: str) -> list[TensorValue]:
     if v is None:
         return []
     v = tx.resolve(v)
@@ -43,43 +43,57 @@ def _operands(tx: "Tracer", v: Value | None) -> list[TensorValue]:
         tensors = [i for i in items if isinstance(i, TensorValue)]
         if len(tensors) == len(items):
             return tensors
-    raise Unsupported("torch.cond with operands that are not a tuple or list of tensors",
-                      "Pass the tensors the branches read as a tuple.")
+    raise Unsupported(f"{op} with operands that are not a tuple or list of tensors",
+                      "Pass the tensors its functions read as a tuple.")
+
+
+def _bind(args: list[Value], kwargs: dict[str, Value], names: tuple[str, ...], required: int,
+          op: str) -> dict[str, Value]:
+    """The call's arguments by name (``required``: how many of ``names`` must be given)."""
+    bound: dict[str, Value] = dict(zip(names, args))
+    bound.update({k: v for k, v in kwargs.items() if k in names})
+    if len(args) > len(names) or set(kwargs) - set(names) or not set(names[:required]) <= set(bound):
+        raise Unsupported(f"{op} with unexpected arguments")
+    return bound
+
+
+def _bodies(tx: "Tracer", fns: list[tuple[str, Value]], operands: list[TensorValue], op: str) -> tuple[list, list]:
+    """Each function traced on stand-ins of ``operands`` into a Body; and, per body, a function
+    of (operands, the outside values of all bodies) calling it."""
+    bodies = []
+    for name, fn in fns:
+        before = set(tx.gb.graph.nodes)
+        stands: list[Value] = [func_regions.stand_in(tx, o, None) for o in operands]
+        bodies.append(func_regions.trace_body(tx, fn, stands, {}, f"{op}'s {name}", before))
+    callers, start = [], 0
+    for body in bodies:
+        end = start + len(body.outside)
+
+        def call(outside, *a, _gm=body.gm, _s=start, _e=end):
+            return _gm(*a, *outside[_s:_e])
+        callers.append(call)
+        start = end
+    return [o for b in bodies for o in b.outside], callers
 
 
 def cond(tx: "Tracer", obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    names = ("pred", "true_fn", "false_fn", "operands")
-    bound: dict[str, Value] = dict(zip(names, args))
-    bound.update({k: v for k, v in kwargs.items() if k in names})
-    if set(kwargs) - set(names) or not {"pred", "true_fn", "false_fn"} <= set(bound):
-        raise Unsupported("torch.cond with unexpected arguments")
+    bound = _bind(args, kwargs, ("pred", "true_fn", "false_fn", "operands"), 3, "torch.cond")
     pred = tx.resolve(bound["pred"])
-    operands = _operands(tx, bound.get("operands"))
+    operands = _operands(tx, bound.get("operands"), "torch.cond")
     known = _constant(pred)
     if known is not None:                 # a constant predicate: its branch, inline
         return hub.call_value(tx, bound["true_fn"] if known else bound["false_fn"], list(operands), {})
     if not (isinstance(pred, TensorValue) and pred.fake.numel() == 1 and pred.fake.dtype == torch.bool):
         raise Unsupported(f"torch.cond with a predicate that is a {pred.describe()}",
                           "The predicate must be a boolean tensor with one element, or a constant.")
-    bodies = []
-    for name in ("true_fn", "false_fn"):
-        before = set(tx.gb.graph.nodes)
-        stands: list[Value] = [func_regions.stand_in(tx, o, None) for o in operands]
-        bodies.append(func_regions.trace_body(tx, bound[name], stands, {}, f"torch.cond's {name}", before))
-    true_body, false_body = bodies
-    n_true = len(true_body.outside)
+    outside, (true_call, false_call) = _bodies(
+        tx, [("true_fn", bound["true_fn"]), ("false_fn", bound["false_fn"])], operands, "torch.cond")
 
     def run(pred, ops, outside):
-        def true_fn(*a):
-            return true_body.gm(*a, *outside[:n_true])
-
-        def false_fn(*a):
-            return false_body.gm(*a, *outside[n_true:])
-        return _COND(pred, true_fn, false_fn, tuple(ops))
+        return _COND(pred, lambda *a: true_call(outside, *a), lambda *a: false_call(outside, *a), tuple(ops))
 
     run.__name__ = run.__qualname__ = "cond"
-    return tx.gb.call("call_function", run,
-                      [pred, TupleValue(list(operands)), TupleValue(true_body.outside + false_body.outside)],
+    return tx.gb.call("call_function", run, [pred, TupleValue(list(operands)), TupleValue(outside)],
                       what="torch.cond")
 
 
@@ -94,31 +108,19 @@ def _constant(v: Value) -> bool | None:
 
 
 def while_loop(tx: "Tracer", obj: Any, args: list[Value], kwargs: dict[str, Value]) -> Value:
-    names = ("cond_fn", "body_fn", "carried_inputs")
-    bound: dict[str, Value] = dict(zip(names, args))
-    bound.update({k: v for k, v in kwargs.items() if k in names})
-    if len(args) > 3 or set(kwargs) - set(names) or set(bound) != set(names):
-        raise Unsupported("torch.while_loop with unexpected arguments")
-    carried = _operands(tx, bound["carried_inputs"])
-    bodies = []
-    for name in ("cond_fn", "body_fn"):
-        before = set(tx.gb.graph.nodes)
-        stands: list[Value] = [func_regions.stand_in(tx, o, None) for o in carried]
-        bodies.append(func_regions.trace_body(tx, bound[name], stands, {}, f"torch.while_loop's {name}", before))
-    cond_body, body_body = bodies
-    n_cond = len(cond_body.outside)
+    bound = _bind(args, kwargs, ("cond_fn", "body_fn", "carried_inputs"), 3, "torch.while_loop")
+    carried = _operands(tx, bound["carried_inputs"], "torch.while_loop")
+    outside, (cond_call, body_call) = _bodies(
+        tx, [("cond_fn", bound["cond_fn"]), ("body_fn", bound["body_fn"])], carried, "torch.while_loop")
 
     def run(carried_in, outside):
-        def cond_fn(*a):
-            return cond_body.gm(*a, *outside[:n_cond])
-
         def body_fn(*a):
-            out = body_body.gm(*a, *outside[n_cond:])
+            out = body_call(outside, *a)
             return tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        return _WHILE_LOOP(cond_fn, body_fn, tuple(carried_in))
+        return _WHILE_LOOP(lambda *a: cond_call(outside, *a), body_fn, tuple(carried_in))
 
     run.__name__ = run.__qualname__ = "while_loop"
+    run.makes_fresh_sizes = True       # type: ignore[attr-defined]  # (aot/joint.makes_fresh_sizes)
     tx.gb._shape_env()                 # (while_loop's fake kernel sizes its results with the ShapeEnv)
-    return tx.gb.call("call_function", run,
-                      [TupleValue(list(carried)), TupleValue(cond_body.outside + body_body.outside)],
+    return tx.gb.call("call_function", run, [TupleValue(list(carried)), TupleValue(outside)],
                       what="torch.while_loop")

@@ -34,7 +34,7 @@ from .graph import GraphLowering
 from .ir import format_graph, verify_graph
 from .lowerings import LOWERINGS
 from .plan import make_plan
-from .sizes import graph_size_names, using_shape_env
+from .sizes import graph_size_names, shape_env_of, using_shape_env
 from .wrapper import Kernel, build_wrapper, generate_wrapper
 
 
@@ -156,18 +156,9 @@ def compile_symbolic_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[An
     """``compile_aten_graph`` for a graph whose placeholders carry symbolic sizes: kernels that
     take the sizes as arguments. It raises instead of running eagerly (the caller then
     compiles per size); ``SymbolicUnsupported`` names what the generator cannot keep symbolic."""
-    env = next((s.node.shape_env for n in gm.graph.nodes if n.op == "placeholder"
-                for s in _sizes_of(n.meta.get("val")) if isinstance(s, torch.SymInt)), None)
+    env = shape_env_of([n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"])
     with using_shape_env(env):
         return _compile(gm, example_inputs, dict(bound or {}), training=training)
-
-
-def _sizes_of(v) -> list:
-    if isinstance(v, torch.SymInt):
-        return [v]
-    if isinstance(v, torch.Tensor):
-        return [*v.shape, *v.stride()]
-    return []
 
 
 def eager_callable(gm: torch.fx.GraphModule, bound: dict[int, torch.Tensor], n_inputs: int) -> Callable:

@@ -240,3 +240,14 @@ def broadcast_sizes(*shapes) -> tuple:
                 raise SymbolicUnsupported(f"cannot broadcast sizes {picked} and {x}")
         out.append(picked)
     return tuple(out)
+
+
+def shape_env_of(values: list) -> Any:
+    """The ShapeEnv of the first symbolic size among fake tensors and SymInts (None: all static)."""
+    for v in values:
+        sizes = [v] if isinstance(v, torch.SymInt) else \
+            [*v.shape, *v.stride(), v.storage_offset()] if isinstance(v, torch.Tensor) else []
+        for s in sizes:
+            if isinstance(s, torch.SymInt):
+                return s.node.shape_env
+    return None
