@@ -13,3 +13,20 @@ import torch
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+import pytest
+
+
+@pytest.fixture
+def fresh_compilers():
+    """xcompile's caches and torch.compile's (the reference) reset around a test: a module opts
+    in with ``pytestmark = pytest.mark.usefixtures("fresh_compilers")``."""
+    import torch._dynamo
+
+    import xcompile
+    xcompile.reset()
+    torch._dynamo.reset()
+    yield
+    xcompile.reset()
+    torch._dynamo.reset()

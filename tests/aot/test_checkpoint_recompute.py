@@ -33,11 +33,7 @@ class MLP(torch.nn.Module):
         return (x * self.w).sum()
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    xcompile.reset()
-    yield
-    xcompile.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
 
 
 def _train(backend_name: str, ckpt: bool) -> int:

@@ -17,11 +17,7 @@ BACKENDS = ("aot_eager", "inductor")
 SIZES = (3, 5, 17, 33)
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    xcompile.reset()
-    yield
-    xcompile.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
 
 
 def _mlp():

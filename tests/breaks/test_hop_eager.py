@@ -12,13 +12,6 @@ import xcompile
 from xcompile.testing import CompileCounter
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    xcompile.reset()
-    yield
-    xcompile.reset()
-
-
 def _g(x, p):
     y = x * 2
     # (a branch reading requires_grad is not traced into the graph: the cond runs eagerly at a break)

@@ -91,13 +91,7 @@ def f_once(x):
     return Once.apply(x).mean()
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    xcompile.reset()
-    torch._dynamo.reset()
-    yield
-    xcompile.reset()
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
 
 
 def _check(fn, make, backend):

@@ -37,13 +37,7 @@ class WithParams(torch.nn.Module):
         return torch.cond(x.mean() > 0, lambda t: self.lin(t).relu(), lambda t: self.lin(t * -1), (x,))
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    xcompile.reset()
-    torch._dynamo.reset()
-    yield
-    xcompile.reset()
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

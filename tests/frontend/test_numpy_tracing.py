@@ -20,13 +20,7 @@ from xcompile.testing import CompileCounter, CompileCounterWithBackend
 BACKENDS = ["eager", "aot_eager", "inductor"]
 
 
-@pytest.fixture(autouse=True)
-def _reset():
-    xcompile.reset()
-    torch._dynamo.reset()
-    yield
-    xcompile.reset()
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
 
 
 def _same(got, want) -> None:

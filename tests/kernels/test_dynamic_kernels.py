@@ -66,11 +66,7 @@ PROGRAMS = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    xcompile.reset()
-    yield
-    xcompile.reset()
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
 
 
 # the Triton emitter (run by Triton's interpreter on the CPU; on a GPU it compiles)
