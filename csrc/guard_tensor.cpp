@@ -1,12 +1,14 @@
 // guard_tensor.cpp — tensor-metadata and global-state leaves (torch headers: here and
 // tensor_alias.cpp). Metadata is read from at::TensorImpl directly (no Python attribute access).
 #include <ATen/Context.h>
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <ATen/autocast_mode.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
 #include <pybind11/pybind11.h>
+#include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/python_variable.h>
 
 #include <stdexcept>
@@ -147,15 +149,76 @@ struct GlobalStateValues {
   }
 };
 
+// The torch-function mode stack a trace ran under. `with torch.device(d)` and
+// torch.set_default_device push a DeviceContext (compared by its device: each `with` makes a new
+// one); any other mode is compared by identity. An empty stack costs one length read per call.
+class ModeStack {
+ public:
+  ModeStack() {
+    disabled_ = at::impl::PythonTorchFunctionTLS::get_disabled_state();
+    int64_t n = at::impl::PythonTorchFunctionTLS::stack_len();
+    for (int64_t i = 0; i < n; ++i) {
+      PyObject* mode = at::impl::PythonTorchFunctionTLS::get_stack_at(i)->ptr(getPyInterpreter());
+      Entry e;
+      e.type = pybind11::reinterpret_borrow<pybind11::object>((PyObject*)Py_TYPE(mode));
+      e.mode = pybind11::reinterpret_borrow<pybind11::object>(mode);
+      if (std::string(Py_TYPE(mode)->tp_name) == "DeviceContext" &&
+          PyObject_HasAttrString(mode, "device")) {
+        e.device =
+            pybind11::reinterpret_steal<pybind11::object>(PyObject_GetAttrString(mode, "device"));
+        e.mode = pybind11::object();  // (not kept alive: the next `with` makes another)
+      }
+      entries_.push_back(std::move(e));
+    }
+  }
+  bool matches_now() const {
+    if (at::impl::PythonTorchFunctionTLS::stack_len() != static_cast<int64_t>(entries_.size()))
+      return false;
+    if (entries_.empty())
+      return at::impl::PythonTorchFunctionTLS::get_disabled_state() == disabled_;
+    if (at::impl::PythonTorchFunctionTLS::get_disabled_state() != disabled_) return false;
+    for (size_t i = 0; i < entries_.size(); ++i) {
+      PyObject* mode = at::impl::PythonTorchFunctionTLS::get_stack_at(static_cast<int64_t>(i))
+                           ->ptr(getPyInterpreter());
+      const Entry& e = entries_[i];
+      if ((PyObject*)Py_TYPE(mode) != e.type.ptr()) return false;
+      if (!e.device) {
+        if (mode != e.mode.ptr()) return false;
+        continue;
+      }
+      PyObject* device = PyObject_GetAttrString(mode, "device");
+      if (device == nullptr) {
+        PyErr_Clear();
+        return false;
+      }
+      int same = PyObject_RichCompareBool(device, e.device.ptr(), Py_EQ);
+      Py_DECREF(device);
+      if (same != 1) {
+        if (same < 0) PyErr_Clear();
+        return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  struct Entry {
+    pybind11::object type, mode, device;
+  };
+  at::impl::TorchFunctionDisabledState disabled_ = at::impl::TorchFunctionDisabledState::ENABLED;
+  std::vector<Entry> entries_;
+};
+
 class GlobalState final : public RootLeaf {
  public:
   explicit GlobalState(std::string desc)
       : RootLeaf(std::move(desc)), at_trace_(GlobalStateValues::now()) {}
   bool needs_slots() const override { return false; }
-  bool check(PyObject* const*) override { return at_trace_.matches_now(); }
+  bool check(PyObject* const*) override { return at_trace_.matches_now() && modes_.matches_now(); }
 
  private:
   GlobalStateValues at_trace_;
+  ModeStack modes_;
 };
 
 }  // namespace

@@ -15,6 +15,7 @@ import weakref
 from typing import NamedTuple
 
 import torch
+from torch.utils._device import DeviceContext
 
 from . import _C, config, log, numpy_io
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
@@ -112,6 +113,13 @@ class ConvertFrame:
             return None
         if torch._C._functorch.maybe_current_level() is not None:
             return None       # inside a torch.func transform (vmap/grad...): run this call eagerly
+        if _fx_tracing():
+            return None       # under torch.fx.symbolic_trace / make_fx the function runs as written
+            # (torch.compile's behaviour with torch._dynamo.config.error_on_nested_fx_trace=False)
+        if _foreign_function_modes():
+            return None       # a user TorchFunctionMode is active: this call runs eagerly (its
+            # __torch_function__ sees every op); the guards check the mode stack, so entries
+            # compiled without it are not used meanwhile
         prepare_frontend()    # the first compile's imports, whole even if a signal arrives
         # One compilation at a time (the GIL is dropped while kernels build): a thread that
         # waited first looks at the entries the others added meanwhile.
@@ -340,6 +348,17 @@ def _add_entry(code, entry, guard_export_fn=None) -> None:
             seen.add(id(o))
             refs.append(weakref.ref(o, drop_entry))
     entry.deps = refs
+
+
+def _fx_tracing() -> bool:
+    """torch.fx is tracing symbolically (symbolic_trace, make_fx) outside any compile."""
+    return torch.fx._symbolic_trace._is_fx_tracing_flag and not torch.compiler.is_compiling()
+
+
+def _foreign_function_modes() -> bool:
+    """Whether a torch-function mode other than the default device's is active."""
+    n = torch._C._len_torch_function_stack()
+    return n > 0 and any(not isinstance(torch._C._get_function_stack_at(i), DeviceContext) for i in range(n))
 
 
 def _keeping_grad_mode(compiled, captured):

@@ -33,7 +33,7 @@ def wrap_compiled(compiled: Callable | None, gm: torch.fx.GraphModule) -> Callab
     def with_numpy(*args: Any) -> Any:
         run = compiled
         if in_set:
-            args = tuple(torch.as_tensor(a) if i in in_set else a for i, a in enumerate(args))
+            args = tuple(torch.as_tensor(a, device="cpu") if i in in_set else a for i, a in enumerate(args))
             if _overlapping(args, ins):
                 # two inputs view the same memory (``a`` and ``a[:]``): the graph was compiled for
                 # independent ones, so this call runs the traced program op by op, as eager would

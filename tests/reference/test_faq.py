@@ -290,6 +290,20 @@ def test_numpy_on_cuda():
     with torch.device("cuda"):
         Z = numpy_fn(X, Y)
     assert isinstance(Z, np.ndarray)
+    np.testing.assert_allclose(Z, np.sum(X[:, :, None] * Y[:, None, :], axis=(-2, -1)), rtol=1e-6)
+
+    devices = []
+
+    def recording(gm, example_inputs):      # the arrays are moved to the GPU inside the graph
+        devices.extend(n.meta["example_value"].device.type for n in gm.graph.nodes
+                       if isinstance(n.meta.get("example_value"), torch.Tensor))
+        return gm
+
+    with torch.device("cuda"):
+        Z2 = xcompile.compile(numpy_fn.__wrapped__ if hasattr(numpy_fn, "__wrapped__") else numpy_fn,
+                              backend=recording)(X, Y)
+    np.testing.assert_allclose(Z2, Z)
+    assert "cuda" in devices
 
 
 @pytest.mark.gpu

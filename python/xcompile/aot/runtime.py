@@ -225,7 +225,7 @@ class _OnceDifferentiable(torch.autograd.Function):
     @classmethod
     def apply(cls, bw, *args):
         if not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-            args = (*args, torch.empty(0, requires_grad=True))   # so the outputs get the node
+            args = (*args, torch.empty(0, device="cpu", requires_grad=True))   # so the outputs get the node
             return super().apply(lambda *a: bw(*a[:-1]), *args)
         return super().apply(bw, *args)
 

@@ -33,6 +33,7 @@ from torch.fx.experimental.symbolic_shapes import (
     free_unbacked_symbols,
     guard_or_false,
 )
+from torch.utils._device import DeviceContext, _device_constructors
 from torch.utils._pytree import tree_leaves, tree_map
 
 from .. import config
@@ -121,6 +122,13 @@ class GraphBuilder:
         self.shapes: ShapePolicy | None = None
         self.grad_enabled = grad_enabled
         self.autocast_modes: list[tuple] = []          # active torch.autocast(...) arguments, innermost last
+        # `with torch.device(d)` / torch.set_default_device(d) around the call: factory calls get
+        # device=d in the graph, as the DeviceContext mode gives them in eager (the guards check
+        # the mode stack, so the graph only runs under the same default device)
+        self.default_device: torch.device | None = default_device()
+        # (input, its copy on the default device, the copy's fake, its version when made): NumPy
+        # inputs moved to the default device (numpy_tracing); written copies are copied back
+        self.copy_back: list[tuple[torch.fx.Node, torch.fx.Node, torch.Tensor, int]] = []
         self.input_sources: list[Source] = []
         self.example_inputs: list[Any] = []                 # tensors, and ints (symbolic int inputs)
         self.root: dict[str, Any] = {}                 # get_attr target -> the real tensor
@@ -300,6 +308,9 @@ class GraphBuilder:
             else:
                 fake_fn = target
         what = what or _describe_target(target)
+        if self.default_device is not None and kind == "call_function" and fkwargs.get("device") is None \
+                and target in _device_constructors():
+            pkwargs["device"] = fkwargs["device"] = self.default_device
         result = self.run_fake(fake_fn, fargs, fkwargs, what)
         if scalars.is_sym_result(result):              # x.size(0), x.numel(), s * 2, t.item()
             known = scalars.constant_of(result)
@@ -363,6 +374,9 @@ class GraphBuilder:
 
     # -- result ---------------------------------------------------------------------------------
     def finish(self, outputs: list) -> torch.fx.GraphModule:   # TensorValue | SymScalarValue
+        for node, moved, fake, version in self.copy_back:
+            if fake._version != version:
+                self.graph.call_method("copy_", (node, moved))
         self.graph.output(tuple(v.node for v in outputs))
         gm = torch.fx.GraphModule(self.root, self.graph)
         # outputs that are ndarrays (numpy_values.NumpyArrayValue): the compiled call converts them
@@ -375,6 +389,16 @@ class GraphBuilder:
             if node.op == "get_attr" and "." not in node.target:
                 gm.__dict__[node.target] = getattr(gm, node.target)
         return gm
+
+
+def default_device() -> torch.device | None:
+    """The device a ``DeviceContext`` mode (``with torch.device(d)``, ``set_default_device``)
+    gives factory calls now; None without one."""
+    for i in range(torch._C._len_torch_function_stack()):
+        mode = torch._C._get_function_stack_at(i)
+        if isinstance(mode, DeviceContext):
+            return mode.device
+    return None
 
 
 def _has_tensor(x: Any) -> bool:

@@ -89,7 +89,7 @@ def _array_input(tx: "Tracer", arr: Any, source: Any, covered: bool) -> Value:
         # a tensor cannot view it, and a copy would not carry writes back to the caller's array
         raise Unsupported("an ndarray input with negative strides (a[::-1])", "NumPy runs this part of the code.")
     try:
-        t = torch.as_tensor(arr)
+        t = torch.as_tensor(arr, device="cpu")    # (not the default device: it views the array)
     except (TypeError, ValueError) as e:
         raise Unsupported(f"NumPy dtype {arr.dtype} (non-numeric or unsupported dtypes are not traced)",
                           "NumPy runs this part of the code.") from e
@@ -114,9 +114,24 @@ def _array_input(tx: "Tracer", arr: Any, source: Any, covered: bool) -> Value:
     node = tx.gb._input_node(source, fake, t)
     node.meta["xcompile_numpy"] = True
     tx.gb._keepalive.extend((arr, t))
+    device = tx.gb.default_device
+    if device is not None and device != t.device:
+        node, fake = _to_default_device(tx, node, fake, device)
     out = NumpyArrayValue(node, fake, source=source, covered=True)
     state[id(arr)] = out
     return out
+
+
+def _to_default_device(tx: "Tracer", node: torch.fx.Node, fake: torch.Tensor, device: torch.device):
+    """Under ``with torch.device(d)`` the NumPy code runs on ``d`` (as torch.compile's FAQ says):
+    the input array is copied there first, and written back at the graph's end if the code
+    wrote to it (GraphBuilder.finish)."""
+    moved = tx.gb.graph.call_method("to", (node, device))
+    with tx.gb.fake_mode:
+        moved_fake = fake.to(device)
+    moved.meta["example_value"] = moved_fake
+    tx.gb.copy_back.append((node, moved, moved_fake, moved_fake._version))
+    return moved, moved_fake
 
 
 def _const_source(tx: "Tracer") -> Any:
@@ -423,7 +438,9 @@ def _from_numpy(tx: "Tracer", args: list, kwargs: dict) -> Value | None:
     arr = _first_array(tx, args)
     if arr is None:
         return None
-    return tx.gb.call("call_function", torch.as_tensor, [_tensor(arr), *args[1:]], kwargs)
+    # on the CPU, as eager's, also under `with torch.device(d)` (where the array lives on d)
+    return tx.gb.call("call_function", torch.as_tensor, [_tensor(arr), *args[1:]],
+                      {**kwargs, "device": ConstantValue(torch.device("cpu"))})
 
 
 def _as_tensor(tx: "Tracer", args: list, kwargs: dict, target: Any = torch.as_tensor) -> Value | None:

@@ -166,7 +166,8 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
             params.append(pname)
     for name, t in graph.constants.items():
         g.values[name] = t
-    device = None if graph.device.type == "cpu" else g.add(graph.device, "device")
+    # always explicit: a `with torch.device(...)` around the call must not move the buffers
+    device = g.add(graph.device, "device")
     donors = {d for s in plan.steps for _, d in s.allocs if d}
     lines = []
     for step in plan.steps:
@@ -179,9 +180,8 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
                     lines.append(f"{b} = {donor}  # reuses {donor}'s memory")
                 else:
                     lay = graph.buffers[b].layout
-                    dev = f", device={device}" if device else ""
                     lines.append(f"{b} = empty_strided({_py(lay.size)}, {_py(lay.stride)}, "
-                                 f"dtype={_literal(lay.dtype, g)}{dev})")
+                                 f"dtype={_literal(lay.dtype, g)}, device={device})")
             fname = g.add(k.fn, k.name)
             if k.kind == "cpp":
                 args = ", ".join([f"{b}.data_ptr()" for b, _ in k.params] + k.sizes)
