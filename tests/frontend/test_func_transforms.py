@@ -330,6 +330,69 @@ def test_side_effects_are_a_graph_break_naming_them():
         xcompile.compile(glob, backend="eager", fullgraph=True)(x)
 
 
+class _Box:
+    pass
+
+
+def _stores_in_list(x):
+    acc = []
+
+    def inner(y):
+        acc.append(y * 2)
+        return y.sin().sum()
+
+    return torch.func.grad(inner)(x), len(acc)
+
+
+def _stores_in_dict(x):
+    d = {}
+
+    def inner(y):
+        d["k"] = y.cos()
+        return y.sin()
+
+    return torch.func.vmap(inner)(x), len(d)
+
+
+def _stores_on_object(x):
+    b = _Box()
+
+    def inner(y):
+        b.t = y * 2
+        return y.sin().sum()
+
+    return torch.func.grad(inner)(x), hasattr(b, "t")
+
+
+def _list_made_inside(x):
+    def inner(y):
+        acc = []                                 # made inside the transformed function: pure
+        acc.append(y.sin())
+        return acc[0].sum()
+
+    return torch.func.grad(inner)(x)
+
+
+@pytest.mark.parametrize("fn, match", [(_stores_in_list, "mutates a list"), (_stores_in_dict, "mutates a dict"),
+                                       (_stores_on_object, "escapes it .stored into new _Box object .local 'b'")])
+def test_a_container_made_in_the_frame_mutated_inside_a_transform_is_a_break(fn, match):
+    # (the graph once returned the region's tensor from outside it: an FX lint error, not a break)
+    x = torch.randn(3)
+    want = fn(x)
+    got = xcompile.compile(fn, backend="eager")(x)
+    torch.testing.assert_close(got[0], want[0])
+    assert got[1] == want[1]
+    with pytest.raises(xcompile.exc.Unsupported, match=match):
+        xcompile.reset()
+        xcompile.compile(fn, backend="eager", fullgraph=True)(x)
+
+
+def test_a_container_made_inside_the_transformed_function_is_traced():
+    x = torch.randn(3)
+    _check(_list_made_inside, lambda: (torch.randn(3),), "aot_eager", fullgraph=True)
+    torch.testing.assert_close(xcompile.compile(_list_made_inside, fullgraph=True)(x), x.cos())
+
+
 def test_metadata_the_transform_answers_otherwise_is_a_break():
     def f(x):
         return torch.func.grad(lambda a: a.sin().sum() if a.requires_grad else a.cos().sum())(x)

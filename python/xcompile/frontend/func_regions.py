@@ -21,6 +21,7 @@ trace through it with make_fx to ATen ops.
 """
 from __future__ import annotations
 
+import dataclasses
 import operator
 import re
 from dataclasses import dataclass
@@ -34,7 +35,16 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from . import hub, scalars
 from .exc import PythonError, Unsupported
 from .side_effects import SideEffects
-from .values import ConstantValue, DictValue, ListValue, TensorValue, TupleValue, Value, is_constant
+from .values import (
+    ConstantValue,
+    DictValue,
+    ListValue,
+    NestedFunctionValue,
+    TensorValue,
+    TupleValue,
+    Value,
+    is_constant,
+)
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -82,6 +92,10 @@ class _RefusingSideEffects(SideEffects):
     def mutated(self, v: Value) -> None:
         self._refuse(f"it mutates a {v.describe()} from outside the function")
 
+    def mutated_local(self, v: Value) -> None:
+        if id(v) in self.made_before:
+            self._refuse(f"it mutates a {v.describe()} made outside the function")
+
     def store_attr(self, obj_v: Value, obj: Any, name: str, value: Any) -> None:
         self._refuse(f"it sets or deletes attribute {name!r} of an object from outside the function")
 
@@ -92,11 +106,80 @@ class _RefusingSideEffects(SideEffects):
         self._refuse("it rebinds a nonlocal variable of an outside function")
 
 
-def _refusing(inner: SideEffects, what: str) -> SideEffects:
+def _refusing(inner: SideEffects, what: str, made_before: set[int]) -> SideEffects:
     r = object.__new__(_RefusingSideEffects)
     r.__dict__ = inner.__dict__                   # one record: reads see the trace's state
     r.what = what
+    r.made_before = made_before
     return r
+
+
+def _holder(tx: "Tracer", t: Value) -> str:
+    """What holds ``t`` among the frames' locals, for the error."""
+    frame = tx.current
+    while frame is not None:
+        names = list(frame.locals.items()) if isinstance(frame.locals, dict) else []
+        if isinstance(frame.cells, dict):
+            names += [(n, getattr(c, "contents", c)) for n, c in frame.cells.items()]
+        # containers and objects before functions (whose closures reach them too)
+        names.sort(key=lambda kv: isinstance(kv[1], NestedFunctionValue))
+        for name, v in names:
+            if v is t:
+                return f"local {name!r}"
+            if isinstance(v, Value) and id(t) in _values_under(v):
+                return f"{v.describe()} (local {name!r})"
+        frame = frame.parent
+    return "a value from outside the function"
+
+
+def _values_under(v: Value) -> set[int]:
+    seen: set[int] = set()
+    todo: list[Any] = [v]
+    while todo:
+        x = todo.pop()
+        if isinstance(x, (list, tuple)):
+            todo.extend(x)
+        elif isinstance(x, dict):
+            todo.extend(x.values())
+        elif isinstance(x, Value) and id(x) not in seen:
+            seen.add(id(x))
+            todo.extend(getattr(x, f.name, None) for f in dataclasses.fields(x))
+    return seen
+
+
+def _reachable(tx: "Tracer") -> dict[int, Value]:
+    """The values the frames being traced can reach (locals, stacks, cells, closures, container
+    items and object attributes), by id. Before a transform: the containers made outside it (one
+    made inside the transformed function is not among them, and may change there); after it: a
+    tensor made inside that got out by another way than the result."""
+    seen: dict[int, Value] = {}
+    todo: list[Any] = []
+    frame = tx.current
+    while frame is not None:
+        todo.extend(frame.stack)
+        todo.extend(frame.ctx_stack)
+        todo.extend(frame.locals.values() if isinstance(frame.locals, dict) else frame.locals)
+        cells = frame.cells
+        todo.extend(cells.values() if isinstance(cells, dict) else cells or ())
+        frame = frame.parent
+    while todo:
+        v = todo.pop()
+        if id(v) in seen:
+            continue
+        if isinstance(v, (list, tuple)):
+            todo.extend(v)
+            continue
+        if isinstance(v, dict):
+            todo.extend(v.values())
+            continue
+        if not isinstance(v, Value):
+            continue
+        seen[id(v)] = v
+        for f in dataclasses.fields(v):
+            item = getattr(v, f.name, None)
+            if isinstance(item, (Value, list, tuple, dict)):
+                todo.append(item)
+    return seen
 
 
 # -- values as pytrees --------------------------------------------------------------------------------
@@ -152,7 +235,7 @@ def trace_body(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, Val
             raise Unsupported(f"{what}: the transformed function reads {op}, which the transform's "
                               "wrapped tensors answer differently", "Read it outside the transformed function.")
 
-    tx.side_effects = _refusing(saved_effects, what)
+    tx.side_effects = _refusing(saved_effects, what, set(_reachable(tx)))
     gb.op_checks.append(check)
     try:
         try:
@@ -160,6 +243,12 @@ def trace_body(tx: "Tracer", fn: Value, args: list[Value], kwargs: dict[str, Val
         except PythonError as e:
             raise Unsupported(f"{what}: the transformed function raised {type(e).__name__}",
                               "The call runs eagerly.") from e
+        for v in _reachable(tx).values():
+            if isinstance(v, TensorValue) and v.node not in before and v.node.op.startswith("call_"):
+                raise Unsupported(f"{what}: a tensor made inside the transformed function escapes it "
+                                  f"(stored into {_holder(tx, v)})",
+                                  "Functions passed to torch.func transforms must be pure: return "
+                                  "the tensor instead of storing it.")
         stand_ins: dict[torch.fx.Node, None] = {}        # in argument order, once each
         for a in [*args, *kwargs.values()]:
             for leaf in leaves(tx, a):

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from . import hub, scalars
+from .dict_keys import dict_key, maybe_dict_key
 from .exc import PythonError, Unsupported
 from .iteration import items_of, row_of
 from .scalars import is_sym
@@ -102,6 +103,8 @@ def note_mutation(tx: "Tracer", v: Value) -> None:
     """``v`` (a list or dict) is about to change: a side effect if it came from outside the frame."""
     if v.source is not None:
         tx.side_effects.mutated(v)
+    else:
+        tx.side_effects.mutated_local(v)    # refused inside a torch.func transform (func_regions)
 
 
 # ``a <op> b``: rules tried in order; the first that answers (returns a Value) gives the result.
@@ -366,7 +369,7 @@ def contains(tx: "Tracer", item: Value, container: Value) -> bool:
     if isinstance(container, SetValue):
         return set_member(container.items, item)
     if isinstance(container, DictValue):
-        ok, k = as_constant(item)
+        ok, k = maybe_dict_key(item)
         if not ok:
             raise Unsupported(f"`in` test of {item.describe()} against a dict")
         return k in container.items
@@ -431,7 +434,7 @@ def _sequence_getitem(tx: "Tracer", container, key: Value, subclass: Value) -> V
 
 
 def _dict_getitem(tx: "Tracer", container: DictValue, key: Value, subclass: Value) -> Value:
-    k = _constant_key(container, key)
+    k = dict_key(key, f"indexing {container.describe()} with")
     if k not in container.items:
         if subclass is not container:                     # dict.__getitem__ of a subclass
             r = hub.call_dunder(tx, subclass, "__missing__", [key])
@@ -460,6 +463,11 @@ def setitem(tx: "Tracer", container: Value, key: Value, value: Value) -> None:
     if row is not None:
         row(tx, container, key, value)
         return
+    if isinstance(container, DictValue):
+        k = dict_key(key, f"item assignment on {container.describe()} with key")
+        note_mutation(tx, container)
+        container.items[k] = value
+        return
     ok, k = as_constant(key, specialize=True)
     if not ok:
         raise Unsupported(f"item assignment on {container.describe()} with key {key.describe()}")
@@ -481,7 +489,7 @@ def delitem(tx: "Tracer", container: Value, key: Value) -> None:
     if hub.call_dunder(tx, container, "__delitem__", [key]) is not hub.NOT_DEFINED:
         return
     container = dict_storage(container)
-    ok, k = as_constant(key, specialize=True)
+    ok, k = maybe_dict_key(key) if isinstance(container, DictValue) else as_constant(key, specialize=True)
     if ok and isinstance(container, (ListValue, DictValue)):
         note_mutation(tx, container)
         del container.items[k]

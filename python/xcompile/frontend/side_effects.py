@@ -45,6 +45,7 @@ import torch
 
 from ..effects import (
     AttrsStep,
+    CallOf,
     CellStep,
     Const,
     DictOf,
@@ -60,7 +61,9 @@ from ..effects import (
     Slot,
 )
 from ..guards.sources import AttrSource, ItemSource, Source
+from .dict_keys import ValueKey, has_value_keys
 from .exc import Unsupported
+from .rebuild_table import rebuilt_parts
 from .values import (
     CellValue,
     ConstantValue,
@@ -161,6 +164,9 @@ class SideEffects:
             kind = "list" if isinstance(v, ListValue) else "set" if isinstance(v, SetValue) else "dict"
             self._targets[key] = _Target(kind, v, v.source)
 
+    def mutated_local(self, v: Value) -> None:
+        """A list or dict made inside the frame is about to change: nothing to replay."""
+
     def store_attr(self, obj_v: Value, obj: Any, name: str, value: Any) -> None:
         """``obj.name = value`` (``value`` may be DELETED) on a real object from outside the frame."""
         key = ("attrs", id(obj))
@@ -169,7 +175,9 @@ class SideEffects:
             where = obj_v.source if obj_v.source is not None else obj
             t = self._targets[key] = _Target("attrs", obj_v, where)
             self._keepalive.append(obj)
-        t.attrs.pop(name, None)                           # re-stored names move to the end
+        previous = t.attrs.pop(name, None)                # re-stored names move to the end
+        if value is DELETED and previous is not None and not _holds(obj, name):
+            return                                        # set and deleted in the trace: nothing to do
         t.attrs[name] = value
 
     def attrs_source(self, obj: Any) -> Source | None:
@@ -320,6 +328,16 @@ def _store_line(code: types.CodeType, name: str) -> str | None:
     return None
 
 
+def _holds(obj: Any, name: str) -> bool:
+    """The real ``obj`` has an instance attribute ``name`` (for a module: also a parameter,
+    buffer or submodule)."""
+    d = getattr(obj, "__dict__", {})
+    if name in d:
+        return True
+    return isinstance(obj, torch.nn.Module) and any(
+        name in d.get(k, ()) for k in ("_parameters", "_buffers", "_modules"))
+
+
 # -- value specs and steps (their format: effects.py, Slot ... CellStep) --------------------------------
 
 class SpecBuilder:
@@ -345,6 +363,8 @@ class SpecBuilder:
             return SetOpsStep("set_ops", self.where(t.where), ops)
         if t.kind == "dict":
             items = t.value.items
+            if has_value_keys(items):
+                raise Unsupported("storing tensor or module keys into a dict from outside the frame")
             return DictStep("dict", self.where(t.where), list(items), [self.value(i) for i in items.values()])
         if t.kind == "attrs":                          # modules: nn.Module.__setattr__ routes the value
             is_module = isinstance(real_object(t.value), torch.nn.Module)
@@ -383,11 +403,20 @@ class SpecBuilder:
             return SeqOf("set", id(v), [self.value(i) for i in v.items])
         if isinstance(v, DictValue):
             factory = None if v.default_factory is None else self.value(v.default_factory)
-            return DictOf("dict", id(v), list(v.items), [self.value(i) for i in v.items.values()], v.cls, factory)
+            key_specs = {i: self.value(k.value) for i, k in enumerate(v.items) if isinstance(k, ValueKey)}
+            return DictOf("dict", id(v), list(v.items), [self.value(i) for i in v.items.values()], v.cls, factory,
+                          key_specs or None)
         if isinstance(v, NewObjectValue):
-            storage = None if v.storage is None else \
-                (v.storage.cls, list(v.storage.items), [self.value(i) for i in v.storage.items.values()])
+            if isinstance(v.storage, (ListValue, TupleValue)):      # a list / tuple subclass
+                storage = (list if isinstance(v.storage, ListValue) else tuple, None,
+                           [self.value(i) for i in v.storage.items])
+            else:
+                storage = None if v.storage is None else \
+                    (v.storage.cls, list(v.storage.items), [self.value(i) for i in v.storage.items.values()])
             return ObjectOf("object", id(v), v.cls, {n: self.value(a) for n, a in v.attrs.items()}, storage)
+        made = rebuilt_parts(v)                          # iterators, deques (rebuild_table.py)
+        if made is not None:
+            return CallOf("call", id(v), made[0], [self.value(p) for p in made[1]])
         obj = real_object(v)
         if obj is not None:
             return Const("const", obj)
