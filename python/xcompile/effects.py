@@ -70,6 +70,16 @@ class ObjectOf(NamedTuple):
     storage: tuple | None
 
 
+class CallOf(NamedTuple):
+    """An object built in the frame that Python rebuilds as ``make(*parts)``: an iterator returned
+    from the frame (``map`` / ``zip`` / ``itertools`` objects over its items), a deque
+    (``frontend/rebuild_table.py``)."""
+    kind: Literal["call"]
+    key: int
+    make: Any
+    parts: list
+
+
 # Steps: the mutations of state from outside the frame, in order.
 class ListStep(NamedTuple):
     """``target[:] = parts``."""
@@ -129,7 +139,7 @@ def value_parts(spec) -> list:
     kind = spec[0]
     if kind in ("out", "slot", "const"):
         return []
-    if isinstance(spec, (SeqOf, NamedTupleOf)):
+    if isinstance(spec, (SeqOf, NamedTupleOf, CallOf)):
         return list(spec.parts)
     if isinstance(spec, DictOf):
         return [*spec.parts, *([spec.factory] if spec.factory is not None else [])]
@@ -201,6 +211,8 @@ class EffectPlan:
             elif isinstance(spec, DictOf):
                 r = memo[key] = spec.cls(val(spec.factory)) if spec.factory is not None else spec.cls()
                 r.update(zip(spec.keys, [val(p) for p in spec.parts]))
+            elif isinstance(spec, CallOf):
+                r = spec.make(*[val(p) for p in spec.parts])
             elif isinstance(spec, ObjectOf):
                 storage = spec.storage
                 r = memo[key] = object.__new__(spec.cls) if storage is None else storage[0].__new__(spec.cls)

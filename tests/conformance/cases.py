@@ -15,6 +15,7 @@ from . import (
                programs_python,
                programs_reductions,
                programs_state,
+               programs_stdlib,
                programs_views,
 )
 
@@ -22,7 +23,8 @@ FAMILIES = (programs_arith, programs_views, programs_reductions, programs_indexi
             programs_python, programs_state, programs_ops,
             # frontend breadth (issue 3)
             programs_control, programs_exceptions, programs_objects, programs_outside_effects, programs_builtins,
-            programs_generator_protocol, programs_append_only, programs_dict_subclasses)
+            programs_generator_protocol, programs_append_only, programs_dict_subclasses,
+            programs_stdlib)
 
 ALL_CASES = [case for family in FAMILIES for case in family.T.cases]
 CASE_IDS = [case.name for case in ALL_CASES]

@@ -56,26 +56,28 @@ def _int(v: Value | None, what: str, default=None):
     return _consts([v], what)[0]
 
 
-def _it(items) -> IteratorValue:
-    return IteratorValue(list(items))
+def _it(items, kind: Any = None) -> IteratorValue:
+    """A finite iterator over ``items``; ``kind`` is the eager iterator's type (how one returned
+    from the frame is rebuilt: stdlib_iterators.REBUILD)."""
+    return IteratorValue(list(items), kind=kind)
 
 
 # -- itertools -----------------------------------------------------------------------------------------------
 @builtin(itertools.chain)
 def _chain(tx, args, kwargs):
-    return _it(x for a in args for x in items_of(tx, a))
+    return _it((x for a in args for x in items_of(tx, a)), itertools.chain)
 
 
 @builtin(itertools.chain.from_iterable)
 def _chain_from_iterable(tx, args, kwargs):
-    return _it(x for a in items_of(tx, args[0]) for x in items_of(tx, a))
+    return _it((x for a in items_of(tx, args[0]) for x in items_of(tx, a)), itertools.chain)
 
 
 @builtin(itertools.product)
 def _product(tx, args, kwargs):
     repeat = _int(kwargs.get("repeat"), "product", 1)
     pools = [items_of(tx, a) for a in args] * repeat
-    return _it(TupleValue(list(t)) for t in itertools.product(*pools))
+    return _it((TupleValue(list(t)) for t in itertools.product(*pools)), itertools.product)
 
 
 @builtin(itertools.accumulate)
@@ -96,14 +98,14 @@ def _accumulate(tx, args, kwargs):
         else:
             acc = _call(tx, fn, [acc, item])
         out.append(acc)
-    return _it(out)
+    return _it(out, itertools.accumulate)
 
 
 @builtin(itertools.islice)
 def _islice(tx, args, kwargs):
     items = items_of(tx, args[0])
     bounds = _consts(args[1:], "islice")
-    return _it(items[slice(*bounds)] if len(bounds) != 1 else items[:bounds[0]])
+    return _it(items[slice(*bounds)] if len(bounds) != 1 else items[:bounds[0]], itertools.islice)
 
 
 @builtin(itertools.zip_longest)
@@ -111,7 +113,7 @@ def _zip_longest(tx, args, kwargs):
     fill = kwargs.get("fillvalue", ConstantValue(None))
     seqs = [items_of(tx, a) for a in args]
     n = max((len(s) for s in seqs), default=0)
-    return _it(TupleValue([s[i] if i < len(s) else fill for s in seqs]) for i in range(n))
+    return _it((TupleValue([s[i] if i < len(s) else fill for s in seqs]) for i in range(n)), itertools.zip_longest)
 
 
 @builtin(itertools.repeat)
@@ -128,7 +130,7 @@ def _combinatoric(fn):
         items = items_of(tx, args[0])
         r = args[1] if len(args) > 1 else kwargs.get("r")
         idx = fn(range(len(items))) if r is None else fn(range(len(items)), _int(r, fn.__name__))
-        return _it(TupleValue([items[i] for i in t]) for t in idx)
+        return _it((TupleValue([items[i] for i in t]) for t in idx), fn)
     return h
 
 
@@ -140,12 +142,12 @@ BUILTINS[itertools.combinations_with_replacement] = _combinatoric(itertools.comb
 @builtin(itertools.pairwise)
 def _pairwise(tx, args, kwargs):
     items = items_of(tx, args[0])
-    return _it(TupleValue([a, b]) for a, b in zip(items, items[1:]))
+    return _it((TupleValue([a, b]) for a, b in zip(items, items[1:])), itertools.pairwise)
 
 
 @builtin(itertools.starmap)
 def _starmap(tx, args, kwargs):
-    return _it(_call(tx, args[0], items_of(tx, a)) for a in items_of(tx, args[1]))
+    return _it((_call(tx, args[0], items_of(tx, a)) for a in items_of(tx, args[1])), itertools.starmap)
 
 
 @builtin(itertools.takewhile)
@@ -155,7 +157,7 @@ def _takewhile(tx, args, kwargs):
         if not truth(tx, _call(tx, args[0], [item])):
             break
         out.append(item)
-    return _it(out)
+    return _it(out, itertools.takewhile)
 
 
 @builtin(itertools.dropwhile)
@@ -164,12 +166,12 @@ def _dropwhile(tx, args, kwargs):
     i = 0
     while i < len(items) and truth(tx, _call(tx, args[0], [items[i]])):
         i += 1
-    return _it(items[i:])
+    return _it(items[i:], itertools.dropwhile)
 
 
 @builtin(itertools.compress)
 def _compress(tx, args, kwargs):
-    return _it(d for d, s in zip(items_of(tx, args[0]), items_of(tx, args[1])) if truth(tx, s))
+    return _it((d for d, s in zip(items_of(tx, args[0]), items_of(tx, args[1])) if truth(tx, s)), itertools.compress)
 
 
 # -- collections ---------------------------------------------------------------------------------------------
@@ -191,11 +193,18 @@ def _defaultdict(tx, args, kwargs):
     return d
 
 
-@builtin(dict.fromkeys)
-def _fromkeys(tx, args, kwargs):
-    keys = _consts(items_of(tx, args[0]), "dict.fromkeys")
-    value = args[1] if len(args) > 1 else ConstantValue(None)
-    return DictValue({k: value for k in keys})
+def _fromkeys_of(cls: type):
+    def h(tx, args, kwargs):
+        if kwargs or not 1 <= len(args) <= 2:
+            raise PythonError.of(TypeError(f"fromkeys expected 1 or 2 arguments, got {len(args)}"))
+        keys = _consts(items_of(tx, args[0]), f"{cls.__name__}.fromkeys")
+        value = args[1] if len(args) > 1 else ConstantValue(None)
+        return DictValue({k: value for k in keys}, cls=cls)
+    return h
+
+
+for _cls in (dict, collections.OrderedDict, collections.defaultdict):
+    BUILTINS[_cls.fromkeys] = _fromkeys_of(_cls)
 
 
 @builtin(frozenset)

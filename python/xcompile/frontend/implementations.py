@@ -19,5 +19,8 @@ from . import (  # noqa: F401  (each registers its operations in the hub)
     numpy_tracing,
     pyops,
     scalars,
+    stdlib_deque,
+    stdlib_iterators,
+    stdlib_misc,
     user_objects,
 )

@@ -16,6 +16,7 @@ from ..guards.sources import Source
 from .capture import DictSpec, NamedTupleSpec, OutputSpec, PassThrough, Seq, const, out, passthrough
 from .exc import Unsupported
 from .numpy_values import NumpyArrayValue
+from .rebuild_table import is_rebuilt
 from .scalars import SymScalarValue
 from .side_effects import SpecBuilder
 from .values import (
@@ -99,7 +100,7 @@ def _needs_python(tx: "Tracer", v: Value, seen: set | None = None) -> bool:
     v = tx.resolve(v)
     if isinstance(v, (TensorValue, ConstantValue, SymScalarValue)) or v.source is not None:
         return False
-    if isinstance(v, (NewObjectValue, SetValue)):
+    if isinstance(v, (NewObjectValue, SetValue)) or is_rebuilt(v):    # (iterators, deques: rebuild_table.py)
         return True
     if isinstance(v, DictValue) and (v.cls is not dict or v.default_factory is not None):
         return True

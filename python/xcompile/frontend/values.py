@@ -216,9 +216,12 @@ class IteratorValue(Value):
 
     items: list[Value]
     pos: int = 0
+    # what made it, when not a list iterator: a key of stdlib_iterators.REBUILD (map, zip...)
+    # saying how an iterator that outlives the frame is rebuilt and which type it has
+    kind: Any = None
 
     def python_type(self) -> type:
-        return type(iter([]))
+        return type(iter([])) if self.kind is None else self.kind
 
     def describe(self) -> str:
         return "iterator"
