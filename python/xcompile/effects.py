@@ -58,11 +58,13 @@ class DictOf(NamedTuple):
     parts: list
     cls: type
     factory: Any                               # a value spec, or None
+    key_specs: Any = None                      # {position in keys: value spec} for tensor / module keys
 
 
 class ObjectOf(NamedTuple):
     """An object of a user class built in the frame: its attributes, and for a dict subclass its
-    storage ``(dict | OrderedDict, [keys], [value specs])``."""
+    storage ``(dict | OrderedDict, [keys], [value specs])`` (a list / tuple subclass:
+    ``(list | tuple, None, [item specs])``)."""
     kind: Literal["object"]
     key: int
     cls: type
@@ -142,7 +144,8 @@ def value_parts(spec) -> list:
     if isinstance(spec, (SeqOf, NamedTupleOf, CallOf)):
         return list(spec.parts)
     if isinstance(spec, DictOf):
-        return [*spec.parts, *([spec.factory] if spec.factory is not None else [])]
+        return [*spec.parts, *([spec.factory] if spec.factory is not None else []),
+                *(spec.key_specs.values() if spec.key_specs else [])]
     if isinstance(spec, ObjectOf):
         return [*spec.attrs.values(), *(spec.storage[2] if spec.storage is not None else [])]
     if isinstance(spec, ListStep):
@@ -210,13 +213,21 @@ class EffectPlan:
                 r.update(val(p) for p in spec.parts)
             elif isinstance(spec, DictOf):
                 r = memo[key] = spec.cls(val(spec.factory)) if spec.factory is not None else spec.cls()
-                r.update(zip(spec.keys, [val(p) for p in spec.parts]))
+                keys = list(spec.keys)
+                for i, p in (spec.key_specs or {}).items():
+                    keys[i] = val(p)
+                r.update(zip(keys, [val(p) for p in spec.parts]))
             elif isinstance(spec, CallOf):
                 r = spec.make(*[val(p) for p in spec.parts])
             elif isinstance(spec, ObjectOf):
                 storage = spec.storage
-                r = memo[key] = object.__new__(spec.cls) if storage is None else storage[0].__new__(spec.cls)
-                if storage is not None:
+                if storage is not None and storage[0] is tuple:     # a tuple subclass: items first
+                    r = memo[key] = tuple.__new__(spec.cls, [val(p) for p in storage[2]])
+                else:
+                    r = memo[key] = object.__new__(spec.cls) if storage is None else storage[0].__new__(spec.cls)
+                if storage is not None and storage[0] is list:
+                    list.extend(r, [val(p) for p in storage[2]])
+                elif storage is not None and storage[0] is not tuple:
                     for k, p in zip(storage[1], storage[2]):
                         storage[0].__setitem__(r, k, val(p))
                 for n, p in spec.attrs.items():

@@ -14,6 +14,8 @@ from ..guards.sources import AttrSource, GenericAttrSource, ItemSource, Source
 from . import hub, rules, scalars
 from .exc import PythonError, Unsupported
 from .global_reads import guard_module_property
+from .seq_subclasses import storage_method as seq_storage_method
+from .tensor_attrs import tensor_instance_attr
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -112,6 +114,9 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
         if name == "copy" and obj_v.storage.cls is collections.OrderedDict:   # self.__class__(self)
             return PartialValue(ClassValue(cls), [obj_v], {})
         return storage_method(obj_v.storage, name)          # dict.keys(self), super().__setitem__...
+    if isinstance(obj_v, NewObjectValue) and obj_v.storage is not None and \
+            getattr(raw, "__objclass__", None) in (list, tuple):
+        return seq_storage_method(obj_v.storage, name)      # self.append(x), super().__getitem__(i)...
     if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
         raise Unsupported(f"calling builtin method {name!r} of {obj_v.describe()}")
     if isinstance(raw, functools._lru_cache_wrapper):   # @lru_cache on a method binds like a function
@@ -178,6 +183,9 @@ def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
         return tx.gb.call("call_function", get_data, (v,), what="Tensor.data")
     raw = inspect.getattr_static(torch.Tensor, name, MISSING)
     if raw is MISSING:
+        inst = tensor_instance_attr(tx, v, name)          # `x.tag`: the tensor's own __dict__
+        if inst is not None:
+            return inst
         raise _attr_error(v, name)
     if callable(raw) and not isinstance(raw, property):
         return TensorMethodValue(v, name)    # forbidden methods (item, tolist...) break when called

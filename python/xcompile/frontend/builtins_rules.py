@@ -17,9 +17,11 @@ from . import builtins_more, hub, introspection  # noqa: F401  (their rows: iter
 from .attrs import AttrMissing, load_attr
 from .builtins_table import BUILTINS, Handler, builtin
 from .builtins_table import consts as _consts
+from .dict_keys import maybe_dict_key
 from .exc import PythonError, Unsupported
 from .iteration import get_iter, items_of, length_of
 from .pyops import as_constant, binary_op, fold, getitem, truth, unary_op
+from .tensor_minmax import tensor_minmax
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -177,7 +179,11 @@ def _minmax(fn):
             if "default" in kwargs:
                 return kwargs["default"]
             raise PythonError.of(ValueError(f"{fn.__name__}() arg is an empty sequence"))
-        keys = _sort_keys(tx, items, kwargs.get("key"), fn.__name__)
+        key = kwargs.get("key")
+        if (key is None or isinstance(key, ConstantValue) and key.value is None) and \
+                any(isinstance(i, TensorValue) for i in items):
+            return tensor_minmax(tx, fn, items)               # a chain of torch.where
+        keys = _sort_keys(tx, items, key, fn.__name__)
         try:
             best = fn(range(len(items)), key=keys.__getitem__)     # the first best, like Python
         except TypeError as e:
@@ -251,7 +257,7 @@ def dict_builtin(tx, args, kwargs):
         else:
             for pair in items_of(tx, src):
                 k, v = items_of(tx, pair)
-                ok, kc = as_constant(k)
+                ok, kc = maybe_dict_key(k)
                 if not ok:
                     raise Unsupported("dict() with non-constant keys")
                 items[kc] = v

@@ -18,6 +18,8 @@ import torch
 from . import hub, rules, scalars
 from .exc import PythonError, Unsupported
 from .global_reads import constant_args, guard_answer, watching
+from .module_creation import build_stateless, check_class_call, user_module_break
+from .seq_subclasses import list_init, new_storage, seq_base
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -214,9 +216,13 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
         return hub.make_namedtuple(tx, cls, list(args), dict(kwargs))
     if isinstance(cls, type) and issubclass(cls, BaseException):
         return _make_exception(cls, args, kwargs)
+    check_class_call(cls)                                 # nn.Parameter(...): torch's break
     if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and \
             (cls.__module__ or "").startswith("torch.nn."):
         return _stateless_torch_module(cls, args, kwargs)
+    if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and \
+            not rules.is_trusted_module_name(cls.__module__):
+        raise user_module_break(cls)
     if is_plain_user_class(cls) and cls not in hub.BUILTINS:
         return _construct(tx, cls, args, kwargs)
     return _builtin(tx, v, args, kwargs)
@@ -230,8 +236,8 @@ def _stateless_torch_module(cls: type, args, kwargs) -> Value:
     if not all(ok for ok, _ in consts):
         raise Unsupported(f"creating {cls.__name__} with non-constant arguments inside the compiled region")
     vals = [c for _, c in consts]
-    m = cls(*vals[:len(args)], **dict(zip(kwargs, vals[len(args):])))
-    if any(True for _ in m.parameters()) or any(True for _ in m.buffers()):
+    m = build_stateless(cls, vals[:len(args)], dict(zip(kwargs, vals[len(args):])))   # (module_creation.py)
+    if any(True for _ in m.buffers()):
         raise Unsupported(f"creating {cls.__name__} (which has parameters or buffers) inside the compiled region",
                           "Create the module in __init__ and call it in forward.")
     return ModuleValue(m)
@@ -257,14 +263,15 @@ def is_plain_user_class(cls) -> bool:
         return False
     if cls.__module__ == "builtins" or issubclass(cls, torch.nn.Module) or "__slots__" in cls.__dict__:
         return False
-    base = dict_base(cls)
-    if cls.__new__ is not (object.__new__ if base is None else dict.__new__) or \
-            cls.__getattribute__ not in (object.__getattribute__, dict.__getattribute__):
+    base = dict_base(cls) or seq_base(cls)         # dict / list / tuple subclasses keep a storage
+    if cls.__new__ is not (object.__new__ if base is None else base.__new__) or \
+            cls.__getattribute__ not in (object.__getattribute__, dict.__getattribute__,
+                                         list.__getattribute__, tuple.__getattribute__):
         return False
     if cls.__setattr__ is not object.__setattr__ and not isinstance(cls.__setattr__, types.FunctionType):
         return False                          # a Python __setattr__ (frozen dataclasses) is inlined
     return \
-        all(k.__module__ != "builtins" or k in (object, dict) for k in cls.__mro__)
+        all(k.__module__ != "builtins" or k in (object, dict, base) for k in cls.__mro__)
 
 
 def dict_base(cls: type) -> type[object] | None:
@@ -281,7 +288,13 @@ def dict_base(cls: type) -> type[object] | None:
 def _construct(tx: "Tracer", cls: type[object], args, kwargs) -> Value:
     obj = NewObjectValue(cls)
     base = dict_base(cls)
-    if base is not None:
+    if base is None and (seq := seq_base(cls)) is not None:     # list / tuple subclasses
+        obj.storage = new_storage(tx, seq, list(args), dict(kwargs))
+        if cls.__init__ is seq.__init__:
+            if seq is list:
+                list_init(tx, obj.storage, list(args), dict(kwargs))
+            return obj
+    elif base is not None:
         obj.storage = DictValue({}, cls=base)
         if cls.__init__ is base.__init__:        # the builtin dict constructor fills the storage
             hub.call_object_method(tx, ObjectMethodValue(obj.storage, "update"), list(args), dict(kwargs))

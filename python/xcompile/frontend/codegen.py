@@ -40,6 +40,7 @@ import torch
 
 from .. import _C
 from ..guards.sources import AttrSource, ClosureSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source
+from .dict_keys import ValueKey
 from .resume import CannotResume
 from .values import (
     AutocastValue,
@@ -332,7 +333,8 @@ def _list(b: RunnerBuilder, v: ListValue) -> str:
 
 
 def _dict(b: RunnerBuilder, v: DictValue) -> str:
-    items = "{" + ", ".join(f"{b.const(k)}: {b.expr(x)}" for k, x in v.items.items()) + "}"
+    items = "{" + ", ".join(f"{b.expr(k.value) if isinstance(k, ValueKey) else b.const(k)}: {b.expr(x)}"
+                            for k, x in v.items.items()) + "}"
     cls = getattr(v, "cls", dict)
     if cls is dict:
         return b.assign(items)
@@ -382,6 +384,18 @@ def _super(b: RunnerBuilder, v: SuperValue) -> str:
 
 
 def _new_object_value(b: RunnerBuilder, v: NewObjectValue) -> str:
+    if isinstance(v.storage, (ListValue, TupleValue)):       # a list / tuple subclass
+        items = "[" + "".join(f"{b.expr(x)}, " for x in v.storage.items) + "]"
+        if isinstance(v.storage, TupleValue):
+            name = b.assign(f"tuple.__new__({b.const(v.cls)}, {items})")
+            b.bind(v, name)
+        else:
+            name = b.assign(f"new_object({b.const(v.cls)}, {{}}, list)")
+            b.bind(v, name)                         # items may refer back to the object
+            b.emit(f"list.extend({name}, {items})")
+        for k, x in v.attrs.items():
+            b.emit(f"{name}.__dict__[{k!r}] = {b.expr(x)}")
+        return name
     base = "" if v.storage is None else f", {b.const(v.storage.cls)}"
     name = b.assign(f"new_object({b.const(v.cls)}, {{}}{base})")
     b.bind(v, name)                             # attributes may refer back to the object

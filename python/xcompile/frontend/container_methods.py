@@ -14,6 +14,7 @@ from typing import Any, cast
 from . import hub
 from .builtins_rules import dict_builtin, sort_values
 from .builtins_table import consts as _consts
+from .dict_keys import dict_key, key_value
 from .exc import PythonError, Unsupported
 from .iteration import items_of
 from .pyops import as_constant, fold
@@ -102,7 +103,7 @@ _DICT_MUTATORS = ("update", "pop", "setdefault", "clear", "popitem", "move_to_en
 
 
 def _dict_key(args, what) -> Any:
-    return _consts([args[0]], what)[0]
+    return dict_key(args[0], f"{what} with key")
 
 
 def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
@@ -145,7 +146,7 @@ def _dict_method(tx, d: DictValue, name: str, args, kwargs) -> Value:
             raise PythonError.of(KeyError("popitem(): dictionary is empty"))
         last = _consts([args[0] if args else kwargs.get("last", ConstantValue(True))], "popitem")[0]
         k = next(reversed(d.items)) if last else next(iter(d.items))
-        return TupleValue([ConstantValue(k), tx.resolve(d.items.pop(k))])
+        return TupleValue([key_value(k), tx.resolve(d.items.pop(k))])
     if name == "move_to_end":                 # OrderedDict
         k = _dict_key(args, "move_to_end")
         last = _consts([args[1] if len(args) > 1 else kwargs.get("last", ConstantValue(True))], "move_to_end")[0]

@@ -45,6 +45,7 @@ from .values import (
     ConstantValue,
     DictValue,
     ListValue,
+    NewObjectValue,
     TensorValue,
     TupleValue,
     Value,
@@ -220,6 +221,13 @@ class GraphBuilder:
         self._remember(t, v)
         return v
 
+    def real_tensor(self, v: TensorValue) -> torch.Tensor | None:
+        """The real tensor behind an input or attribute value (None for a tensor made in the trace)."""
+        for t in self._keepalive:
+            if isinstance(t, torch.Tensor) and self.by_id.get(id(t)) is v:
+                return t
+        return None
+
     def _remember(self, t, v: TensorValue) -> None:
         self.by_id[id(t)] = v
         self._keepalive.append(t)
@@ -240,6 +248,8 @@ class GraphBuilder:
         if isinstance(v, TupleValue) and v.cls is not tuple:
             raise Unsupported(f"passing a {v.describe()} to a torch operator",
                               "Pass its fields (plain tensors and constants) instead.")
+        if isinstance(v, NewObjectValue) and isinstance(v.storage, (TupleValue, ListValue)):
+            v = v.storage                # a list / tuple subclass: torch reads its items directly
         if isinstance(v, (TupleValue, ListValue)):
             pairs = [self.unpack(i) for i in v.items]
             kind = list if isinstance(v, ListValue) else tuple

@@ -5,6 +5,7 @@ import operator
 from typing import TYPE_CHECKING, Any, Callable
 
 from . import hub
+from .dict_keys import key_value
 from .exc import Unsupported
 from .values import (
     ConstantValue,
@@ -28,10 +29,10 @@ if TYPE_CHECKING:
 def _dict_view(tx: "Tracer", v: DictViewValue) -> list[Value]:
     d = v.dict_value.items
     if v.kind == "keys":
-        return [ConstantValue(k) for k in d]
+        return [key_value(k) for k in d]
     if v.kind == "values":
         return [tx.resolve(x) for x in d.values()]
-    return [TupleValue([ConstantValue(k), tx.resolve(x)]) for k, x in d.items()]
+    return [TupleValue([key_value(k), tx.resolve(x)]) for k, x in d.items()]
 
 
 def _tensor_rows(tx: "Tracer", v: TensorValue) -> list[Value]:
@@ -94,7 +95,7 @@ def length_of(tx: "Tracer", v: Value) -> int:
         ok, c = hub.as_constant(n, specialize=True)
         if ok and isinstance(c, int):
             return c
-    elif isinstance(storage := dict_storage(v), DictValue) and storage is not v:
+    elif isinstance(storage := dict_storage(v), (DictValue, ListValue, TupleValue)) and storage is not v:
         return len(storage.items)
     raise Unsupported(f"len() of {v.describe()}")
 
@@ -144,7 +145,7 @@ def _items_len(tx: "Tracer", v) -> int:
 for _cls in (TupleValue, ListValue):
     register_iterable(_cls, _sequence_items, _items_len)
 register_iterable(SetValue, _set_items, _items_len)
-register_iterable(DictValue, lambda tx, v: [ConstantValue(k) for k in v.items], _items_len)
+register_iterable(DictValue, lambda tx, v: [key_value(k) for k in v.items], _items_len)
 register_iterable(DictViewValue, _dict_view, lambda tx, v: len(v.dict_value.items))
 register_iterable(IteratorValue, _iterator_items)
 register_iterable(ConstantValue, _constant_items, _constant_len)

@@ -16,6 +16,7 @@ from . import hub
 from .attrs import MISSING, AttrMissing, bind_class_member, class_member_source, mro_lookup, object_attr
 from .exc import Unsupported
 from .iteration import register_iterable
+from .module_creation import initialize_lazy, is_uninitialized_lazy
 from .pyops import register_value_kind
 from .values import (
     ConstantValue,
@@ -94,6 +95,8 @@ def _has_hooks(m: torch.nn.Module) -> str | None:
 
 def call_module(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dict[str, Value]) -> Value:
     m = v.module
+    if is_uninitialized_lazy(m):                  # nn.LazyLinear on its first call
+        initialize_lazy(tx, v, args, kwargs)
     hook = _has_hooks(m)
     if hook is not None:
         raise Unsupported(f"calling {type(m).__name__} with hooks registered ({hook})",

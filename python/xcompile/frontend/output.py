@@ -14,6 +14,7 @@ import torch
 from ..effects import EffectPlan
 from ..guards.sources import Source
 from .capture import DictSpec, NamedTupleSpec, OutputSpec, PassThrough, Seq, const, out, passthrough
+from .dict_keys import has_value_keys
 from .exc import Unsupported
 from .numpy_values import NumpyArrayValue
 from .rebuild_table import is_rebuilt
@@ -102,8 +103,9 @@ def _needs_python(tx: "Tracer", v: Value, seen: set | None = None) -> bool:
         return False
     if isinstance(v, (NewObjectValue, SetValue)) or is_rebuilt(v):    # (iterators, deques: rebuild_table.py)
         return True
-    if isinstance(v, DictValue) and (v.cls is not dict or v.default_factory is not None):
-        return True
+    if isinstance(v, DictValue) and (v.cls is not dict or v.default_factory is not None
+                                     or has_value_keys(v.items)):
+        return True                              # (tensor keys: the rebuilt dict needs the tensors)
     seen = set() if seen is None else seen
     if id(v) in seen:
         return True                              # a container that holds itself

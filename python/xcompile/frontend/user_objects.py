@@ -22,6 +22,7 @@ from . import hub
 from .attrs import MISSING, AttrMissing, load_attr, mro_lookup
 from .exc import PythonError, Unsupported
 from .side_effects import DELETED
+from .tensor_attrs import store_tensor_attr
 from .values import (
     ClassValue,
     ConstantValue,
@@ -132,6 +133,9 @@ def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool
             return                                 # `self.n += 1` on a tensor: in place, already done
         _pin_same_object(tx, obj, real)
         tx.side_effects.store_attr(obj, real, name, DELETED if value is None else value)
+        return
+    if isinstance(obj, TensorValue):                      # `x.tag = 1` (tensor_attrs.py)
+        store_tensor_attr(tx, obj, name, value)
         return
     if isinstance(obj, ClassValue):
         raise Unsupported(f"assignment to class attribute {obj.cls.__qualname__}.{name}",

@@ -5,6 +5,7 @@ from typing import cast
 
 from ...bytecode.instructions import Instr
 from .. import hub
+from ..dict_keys import dict_key
 from ..exc import PythonError, Unsupported
 from ..iteration import items_of
 from ..pyops import as_constant, delitem, fold, getitem, set_add, setitem
@@ -32,10 +33,7 @@ def build_set(f: Frame, inst: Instr) -> None:
 
 
 def _key(v: Value):
-    ok, k = as_constant(v, specialize=True)
-    if not ok:
-        raise Unsupported(f"dict key {v.describe()}", "Only constant dict keys are supported.")
-    return k
+    return dict_key(v)            # a constant, or a tensor / module (by identity)
 
 
 @handler("BUILD_MAP")
