@@ -1,0 +1,360 @@
+"""``xcompile.export``: one whole-program graph of a function, with the guards its trace made.
+
+The seed API page's ``torch._dynamo.export(f, *args, aten_graph=False, decomposition_table=None,
+tracing_mode='real', constraints=None, **kwargs) -> (graph, guards)``, built on the frontend
+alone (no torch._dynamo): the frame of ``f`` is traced once with ``fullgraph=True``
+(``graph_break.capture``, nothing runs), then the captured graph is rewritten to take ``f``'s own
+arguments and return what ``f`` returns:
+
+* every leaf of ``(args, kwargs)`` is a placeholder, and the exported ``GraphModule``'s
+  ``forward`` has ``f``'s signature (``_PyTreeCodeGen`` flattens the call and rebuilds the result);
+* graph inputs are matched to those leaves by identity (the same tensor passed twice is one
+  input); other tensors the trace read (a module's parameters and buffers, globals) become
+  attributes of the exported module;
+* the output spec (``capture.OutputSpec``) becomes the result structure: graph outputs, constants
+  and values handed back as they are (an input returned unchanged is its placeholder);
+* ``aten_graph=True`` traces that graph again with ``make_fx`` (functionalized: in-place updates
+  of inputs and buffers become a ``copy_`` back at the end), applying ``decomposition_table``.
+
+Anything that keeps the frame from being one graph is an error: a graph break (``Unsupported``
+with its reason, hint and user line), a mutation of Python state outside ``f`` or a change of the
+grad mode it leaves behind (``ExportError``).
+"""
+from __future__ import annotations
+
+import builtins
+import inspect
+import re
+import types
+import warnings
+from typing import Any, Callable, NamedTuple
+
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
+
+from .api_shapes import mark_dynamic
+from .convert_frame import _user_hooks_deferred
+from .frontend import graph_break
+from .frontend.capture import CapturedGraph, FrameState
+from .handlers import outside_compile
+from .warmup import prepare_frontend
+
+
+class ExportError(RuntimeError):
+    """``f`` cannot be exported as one graph for a reason other than a graph break."""
+
+
+class ExportGuard(NamedTuple):
+    """One guard of the trace: its kind (``TENSOR_MATCH``...), the source it reads (``L['x']``;
+    empty for global state) and its text as the guard dump prints it."""
+
+    kind: str
+    name: str
+    text: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.text}"
+
+
+class ExportResult(NamedTuple):
+    """Unpacks as ``graph, guards``."""
+
+    graph_module: torch.fx.GraphModule
+    guards: list[ExportGuard]
+
+
+def export(f: Callable, *args: Any, aten_graph: bool = False, pre_dispatch: bool = False,
+           decomposition_table: dict | None = None, tracing_mode: str | None = None,
+           constraints: list | None = None, dynamic_shapes: Any = None, same_signature: bool = True,
+           **kwargs: Any):
+    """Export ``f`` called with ``args``/``kwargs``: ``export(f, *args, **kwargs)`` returns an
+    ``ExportResult``; ``export(f)`` returns a function taking the arguments (torch 2.x's form)."""
+    if decomposition_table is not None or tracing_mode is not None:
+        assert aten_graph, "Specifying a decomposition_table table or tracing mode is illegal without " \
+                           "setting aten_graph=True"
+    tracing_mode = tracing_mode or "real"
+    if tracing_mode not in ("real", "fake", "symbolic"):
+        raise ValueError(f"xcompile.export: tracing_mode must be 'real', 'fake' or 'symbolic', got {tracing_mode!r}")
+    if not callable(f):
+        raise TypeError(f"xcompile.export: expected a function or nn.Module, got {type(f).__name__}")
+    options = dict(aten_graph=aten_graph, pre_dispatch=pre_dispatch, decomposition_table=decomposition_table,
+                   tracing_mode=tracing_mode, constraints=constraints, dynamic_shapes=dynamic_shapes,
+                   same_signature=same_signature)
+
+    def inner(*call_args: Any, **call_kwargs: Any) -> ExportResult:
+        return _export(f, call_args, call_kwargs, **options)
+
+    if args or kwargs:
+        return inner(*args, **kwargs)
+    return inner
+
+
+# -- the function and its frame ------------------------------------------------------------------------
+def _target(f: Callable) -> Callable:
+    """The Python function whose frame is traced (a module's ``forward``, bound)."""
+    f = getattr(f, "_torchdynamo_orig_callable", f)
+    if isinstance(f, torch.nn.Module):
+        if f._forward_hooks or f._forward_pre_hooks or torch.nn.modules.module._global_forward_hooks \
+                or torch.nn.modules.module._global_forward_pre_hooks:
+            raise ExportError(f"export: {type(f).__name__} has forward hooks; export its forward without them")
+        return f.forward
+    while hasattr(f, "__wrapped__") and not isinstance(f, (types.FunctionType, types.MethodType)):
+        f = f.__wrapped__                       # an xcompile-compiled function: its original
+    if isinstance(f, (types.FunctionType, types.MethodType)):
+        return f
+    call = getattr(type(f), "__call__", None)
+    if isinstance(call, types.FunctionType):
+        return types.MethodType(call, f)
+    raise ExportError(f"export: cannot trace {type(f).__name__} objects (not a Python function)")
+
+
+def _frame(fn: Callable, args: tuple, kwargs: dict) -> tuple[FrameState, inspect.Signature]:
+    func = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    sig = inspect.signature(fn)
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    code = func.__code__
+    locals_: dict[str, Any] = {}
+    names = list(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount
+                                  + bool(code.co_flags & inspect.CO_VARARGS)
+                                  + bool(code.co_flags & inspect.CO_VARKEYWORDS)])
+    if isinstance(fn, types.MethodType):
+        locals_[names[0]] = fn.__self__
+    locals_.update(bound.arguments)
+    b = func.__globals__.get("__builtins__", builtins)
+    return FrameState(code, locals_, func.__globals__, b if isinstance(b, dict) else b.__dict__,
+                      func.__closure__), sig
+
+
+def _capture(fs: FrameState) -> CapturedGraph:
+    prepare_frontend()
+    with outside_compile(), _user_hooks_deferred():
+        result = graph_break.capture(fs, fullgraph=True)
+    if not isinstance(result, graph_break.WholeFrame):      # (fullgraph=True raises on a break)
+        raise ExportError(f"export: {fs.code.co_name} did not trace to one graph ({type(result).__name__})")
+    captured = result.captured
+    effects = captured.side_effects
+    if effects is not None and (effects.steps or effects.result is not None):
+        what = "; ".join(effects.described) or "it returns objects made inside it"
+        raise ExportError(f"export: {fs.code.co_name} changes Python state outside the graph ({what}). "
+                          "An exported graph holds tensor computation only: move the mutation out of the "
+                          "function or return the values instead.")
+    if captured.grad_mode_after is not None:
+        raise ExportError(f"export: {fs.code.co_name} leaves grad mode "
+                          f"{'enabled' if captured.grad_mode_after else 'disabled'} (torch.set_grad_enabled "
+                          "called outside a `with`); use it as a context manager inside the function")
+    return captured
+
+
+# -- the exported graph ----------------------------------------------------------------------------------
+def _export(f, args, kwargs, *, aten_graph, pre_dispatch, decomposition_table, tracing_mode, constraints,
+            dynamic_shapes, same_signature) -> ExportResult:
+    fn = _target(f)
+    _mark_dynamic(fn, args, kwargs, constraints, dynamic_shapes)
+    fs, sig = _frame(fn, args, kwargs)
+    captured = _capture(fs)
+    flat_args, in_spec = pytree.tree_flatten((args, kwargs))
+    gm = _flatten_signature(captured, fs, flat_args)
+    if aten_graph:
+        gm = _to_aten(gm, flat_args, decomposition_table, tracing_mode, pre_dispatch)
+    out_spec = gm.meta.pop("xcompile_out_spec")
+    if same_signature:
+        gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo(_argument_names(sig, args, kwargs), in_spec, out_spec))
+    else:
+        gm.graph._codegen = _PyTreeCodeGen(_PyTreeInfo([f"arg{i}" for i in range(len(flat_args))],
+                                                       pytree.tree_flatten(tuple(flat_args))[1], out_spec))
+    gm.recompile()
+    return ExportResult(gm, _guards(captured))
+
+
+def _flatten_signature(captured: CapturedGraph, fs: FrameState, flat_args: list) -> torch.fx.GraphModule:
+    """The captured graph rewritten to take the flat leaves of the call's arguments and return
+    the flat leaves of ``f``'s result (the spec is kept in ``meta``)."""
+    g = torch.fx.Graph()
+    leaves = [g.placeholder(f"arg{i}") for i in range(len(flat_args))]
+    by_id: dict[int, int] = {}
+    for i, a in enumerate(flat_args):
+        by_id.setdefault(id(a), i)                   # the same object twice: its first leaf
+    root = torch.nn.Module()
+    for name, p in captured.gm.named_parameters(remove_duplicate=False):
+        _set_attr(root, name, p)
+    for name, b in captured.gm.named_buffers(remove_duplicate=False):
+        _set_attr(root, name, b)
+    for name, value in vars(captured.gm).items():     # constants held as plain attributes
+        if isinstance(value, torch.Tensor) and not hasattr(root, name):
+            _set_attr(root, name, value)
+
+    def constant(value: Any, hint: str) -> Any:
+        if isinstance(value, torch.Tensor):
+            name = _free_name(root, hint)
+            if isinstance(value, torch.nn.Parameter):
+                root.register_parameter(name, value)
+            else:
+                root.register_buffer(name, value)
+            return g.get_attr(name)
+        return value
+
+    env: dict[torch.fx.Node, Any] = {}
+    placeholders = [n for n in captured.gm.graph.nodes if n.op == "placeholder"]
+    for node, source, example in zip(placeholders, captured.input_sources, captured.example_inputs):
+        k = by_id.get(id(example))
+        if k is not None:
+            env[node] = leaves[k]
+        elif isinstance(example, torch.Tensor):
+            env[node] = constant(example, _identifier(source.name()))
+        else:
+            raise ExportError(f"export: the graph reads {source.name()} = {example!r}, which is not an "
+                              "argument of the function (a size or number from outside it)")
+    outs = g.graph_copy(captured.gm.graph, env)
+    outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+
+    def build(spec: Any) -> Any:
+        kind = spec[0]
+        if kind == "out":
+            return outs[spec[1]]
+        if kind == "const":
+            return constant(spec[1], "constant")
+        if kind == "source":
+            src = captured.passthrough_sources[spec[1]]
+            value = src.fetch(fs.f_locals, fs.f_globals, fs.f_builtins, fs.closure)
+            i = by_id.get(id(value))
+            return leaves[i] if i is not None else constant(value, _identifier(src.name()))
+        if kind in ("tuple", "list"):
+            items = [build(p) for p in spec[1]]
+            return tuple(items) if kind == "tuple" else items
+        if kind == "dict":
+            return dict(zip(spec[1], [build(p) for p in spec[2]]))
+        if kind == "namedtuple":
+            parts = [build(p) for p in spec[2]]
+            cls = spec[1]
+            return cls(parts) if hasattr(cls, "n_sequence_fields") else cls(*parts)   # (a structseq)
+        raise ExportError(f"export: cannot rebuild a result of kind {kind!r}")
+
+    result = build(captured.output)
+    out_leaves, out_spec = pytree.tree_flatten(result)
+    g.output(tuple(out_leaves))      # (no dead-code pass: it would drop in-place updates)
+    gm = torch.fx.GraphModule(root, g)
+    gm.meta["xcompile_out_spec"] = out_spec
+    return gm
+
+
+def _to_aten(gm: torch.fx.GraphModule, flat_args: list, decompositions: dict | None, tracing_mode: str,
+             pre_dispatch: bool) -> torch.fx.GraphModule:
+    """``gm`` traced to ATen ops (functionalized; input mutations copied back at the end)."""
+    out_spec = gm.meta.pop("xcompile_out_spec")
+    # parameters and buffers are traced as inputs (so an update of a buffer is functionalized
+    # like one of an argument), then put back as attributes of the traced module
+    state = {**dict(gm.named_parameters(remove_duplicate=False)), **dict(gm.named_buffers(remove_duplicate=False))}
+    names = list(state)
+
+    def run(state_values, *flat):
+        return tuple(torch.func.functional_call(gm, dict(zip(names, state_values)), flat, tie_weights=False))
+
+    mode: Any = "fake" if tracing_mode == "real" else tracing_mode   # ("real" would run it, mutating inputs)
+    traced = make_fx(torch.func.functionalize(run, remove="mutations"),
+                     decomposition_table=decompositions, tracing_mode=mode, pre_dispatch=pre_dispatch,
+                     _allow_non_fake_inputs=True)(list(state.values()), *flat_args)
+    placeholders = [n for n in traced.graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == len(names) + len(flat_args), (len(placeholders), len(names), len(flat_args))
+    root = torch.nn.Module()
+    for name, value in state.items():
+        _set_attr(root, name, value)
+    for node, name in zip(placeholders, names):
+        with traced.graph.inserting_before(node), warnings.catch_warnings():
+            warnings.simplefilter("ignore")          # (the attribute is on the new root, below)
+            attr = traced.graph.get_attr(name)
+        node.replace_all_uses_with(attr)
+        traced.graph.erase_node(node)
+    for node in list(traced.graph.nodes):          # make_fx's own constants (tensors it met)
+        if node.op == "get_attr" and not hasattr(root, node.target):
+            setattr(root, node.target, getattr(traced, node.target))
+    out = torch.fx.GraphModule(root, traced.graph)
+    out.meta["xcompile_out_spec"] = out_spec
+    return out
+
+
+# -- pieces --------------------------------------------------------------------------------------------------
+def _argument_names(sig: inspect.Signature, args: tuple, kwargs: dict) -> list[str]:
+    """One name per top-level argument of the call, as torch's export names them: positional
+    parameters by name, extra positionals ``{varargs}_{i}``, then the keyword arguments' keys."""
+    params = list(sig.parameters.values())
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    varargs = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), "args")
+    names = positional[:len(args)]
+    names += [f"{varargs}_{i}" for i in range(len(args) - len(names))]
+    return names + list(kwargs)
+
+
+def _mark_dynamic(fn: Callable, args: tuple, kwargs: dict, constraints: list | None, dynamic_shapes: Any) -> None:
+    """``constraints`` as ``(tensor, dim)`` pairs, ``dynamic_shapes`` as torch.export takes it (a
+    dict by argument name or a tuple by position, of ``{dim: anything}`` or ``[dims]``): those dims
+    are marked dynamic before the trace, so they stay symbolic in the exported graph."""
+    for c in constraints or ():
+        t, dim = (c.t, c.dim) if hasattr(c, "dim") and hasattr(c, "t") else c
+        mark_dynamic(t, dim)
+    if dynamic_shapes is None:
+        return
+    sig = inspect.signature(fn)
+    bound = sig.bind(*args, **kwargs).arguments
+    if isinstance(dynamic_shapes, dict):
+        pairs = [(bound[k], v) for k, v in dynamic_shapes.items() if k in bound]
+    else:
+        pairs = list(zip(list(args) + list(kwargs.values()), dynamic_shapes))
+
+    def mark(value: Any, spec: Any) -> None:
+        if spec is None:
+            return
+        if isinstance(value, torch.Tensor):
+            dims = list(spec) if isinstance(spec, (dict, list, tuple)) else []
+            for d in dims:
+                mark_dynamic(value, d)
+            return
+        if isinstance(value, (list, tuple)) and isinstance(spec, (list, tuple)):
+            for v, s in zip(value, spec):
+                mark(v, s)
+        elif isinstance(value, dict) and isinstance(spec, dict):
+            for k, s in spec.items():
+                if k in value:
+                    mark(value[k], s)
+
+    for value, spec in pairs:
+        mark(value, spec)
+
+
+def _guards(captured: CapturedGraph) -> list[ExportGuard]:
+    out = []
+    for line in str(captured.guards).splitlines():
+        kind, _, text = line.partition(": ")
+        if not text:
+            continue
+        name = text.split(" ", 1)[0] if text[:2] in ("L[", "G[") or text.startswith("___") else ""
+        out.append(ExportGuard(kind.strip(), name, text))
+    return out
+
+
+def _identifier(name: str) -> str:
+    return re.sub(r"\W+", "_", name).strip("_") or "constant"
+
+
+def _free_name(root: torch.nn.Module, hint: str) -> str:
+    name, i = hint, 0
+    while hasattr(root, name):
+        i += 1
+        name = f"{hint}_{i}"
+    return name
+
+
+def _set_attr(root: torch.nn.Module, dotted: str, value: torch.Tensor) -> None:
+    *path, last = dotted.split(".")
+    mod = root
+    for p in path:
+        if not hasattr(mod, p):
+            mod.add_module(p, torch.nn.Module())
+        mod = getattr(mod, p)
+    if isinstance(value, torch.nn.Parameter):
+        mod.register_parameter(last, value)
+    else:
+        mod.register_buffer(last, value)
