@@ -13,10 +13,7 @@ def test_table_is_large_and_unique():
 
 
 # Programs xcompile refuses on purpose for now, each with the reason (strict: a fix must remove it).
-NOT_YET = {
-    "state.inference_mode_block": "torch.inference_mode() entered inside a compiled region is refused "
-                                  "(Unsupported with a hint); torch.compile captures it",
-}
+NOT_YET: dict[str, str] = {}
 
 
 @pytest.mark.parametrize("case", [

@@ -51,13 +51,16 @@ def test_set_grad_enabled_context_and_nesting():
     check(fn, r(3).requires_grad_())
 
 
-def test_inference_mode_inside_is_unsupported_with_reason():
+def test_inference_mode_inside_enters_and_leaves_in_the_graph():
     def fn(x):
         with torch.inference_mode():
             return x * 2
-    with pytest.raises(Unsupported, match="inference_mode") as ei:
-        trace(fn, r(2))
-    assert ei.value.hint
+    c = trace(fn, r(2))
+    assert ops(c)[0] is torch.autograd.grad_mode._enter_inference_mode
+    assert ops(c)[-1] is torch.autograd.grad_mode._exit_inference_mode
+    x = r(2).requires_grad_()
+    out = c.gm(x)[0]
+    assert out.is_inference() and not out.requires_grad and not torch.is_inference_mode_enabled()
 
 
 def test_inference_mode_when_already_on_is_a_no_op():

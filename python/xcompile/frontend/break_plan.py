@@ -126,6 +126,8 @@ class RunnerPlan:
                 kwargs = dict(zip(kw, pos[len(pos) - len(kw):])) if kw else {}
                 if kw:
                     pos = pos[:len(pos) - len(kw)]
+                if not pos and not kwargs and real_object(callee) is super:
+                    pos = _super_args(frame)      # zero-argument super() needs the frame's cell
                 parts = [b.expr(a) for a in pos] + [f"{k}={b.expr(a)}" for k, a in kwargs.items()]
                 line = f"result = {self._callee(callee)}({', '.join(parts)})"
             else:
@@ -190,6 +192,18 @@ class RunnerPlan:
         else:
             fn = b.const(types.FunctionType(rc.code, self.tx.frame_state.f_globals), "resume")
         return f"{fn}({', '.join(args)})"
+
+
+def _super_args(frame: Frame) -> list[Value]:
+    """``super()``'s implicit arguments in ``frame``: its ``__class__`` cell and first argument."""
+    cell = frame.cells.get("__class__")
+    first = frame.code.co_varnames[0] if frame.code.co_argcount else None
+    self_v = frame.locals.get(first) if first else None
+    if self_v is None and first in frame.cells:
+        self_v = frame.cells[first].contents
+    if cell is None or cell.contents is None or self_v is None or isinstance(self_v, NullValue):
+        raise CannotResume("a graph break at a zero-argument super() whose arguments are not known")
+    return [cell.contents, self_v]
 
 
 __all__ = ["RunnerPlan"]

@@ -195,13 +195,7 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
             raise Unsupported(f"{cls.__name__} with arguments")
         return GradModeValue(rules.GRAD_MODE_CLASSES[cls])
     if cls is torch.inference_mode:
-        if tx.inference_mode and not (args and isinstance(args[0], ConstantValue) and args[0].value is False):
-            return NoOpContextValue("torch.inference_mode() (already on)")
-        raise Unsupported("torch.inference_mode() inside a compiled region",
-                          "Call the compiled function under torch.inference_mode() instead, or use "
-                          "torch.no_grad() inside it.",
-                          "Tensors made inside inference_mode are inference tensors; the graph cannot "
-                          "switch the mode reliably.")
+        return hub.make_inference_mode(tx, list(args), dict(kwargs))
     if cls is torch.set_grad_enabled:
         return _set_grad_enabled(tx, args)
     if cls is contextlib.nullcontext and not args:

@@ -13,7 +13,7 @@
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 import torch
 
@@ -34,6 +34,21 @@ if TYPE_CHECKING:
     from .tracer import Tracer
 
 
+class ContextValue(Value):
+    """Base of context values with their own enter/exit (``register_context``): their ``with``
+    hands out what ``enter`` returns, and ``exit`` gets the exit call's three arguments."""
+
+
+_CONTEXTS: dict[type, tuple[Callable[..., Value], Callable[..., Value]]] = {}
+
+
+def register_context(value_cls: type, enter: Callable[..., Value], exit_: Callable[..., Value]) -> None:
+    """``enter(tx, ctx) -> value of `as``` and ``exit_(tx, ctx, args) -> __exit__'s result`` for
+    a ``ContextValue`` subclass."""
+    assert issubclass(value_cls, ContextValue), value_cls
+    _CONTEXTS[value_cls] = (enter, exit_)
+
+
 def _call(tx: "Tracer", fn: Value, args: list[Value]) -> Value:
     return hub.call_value(tx, fn, args, {})
 
@@ -44,6 +59,8 @@ def enter_context(tx: "Tracer", ctx: Value) -> tuple[Value, Value]:
         return ctx, _enter_autocast(tx, ctx)
     if isinstance(ctx, GeneratorContextValue):
         return ctx, _enter_generator(tx, ctx)
+    if isinstance(ctx, ContextValue):
+        return ctx, _CONTEXTS[type(ctx)][0](tx, ctx)
     try:
         enter = load_attr(tx, ctx, "__enter__")
         exit_fn = load_attr(tx, ctx, "__exit__")
@@ -62,12 +79,14 @@ def exit_context(tx: "Tracer", ctx: Value, args: list[Value]) -> Value:
         return ConstantValue(None)
     if isinstance(ctx, GeneratorContextValue):
         return _exit_generator(tx, ctx, args)
+    if isinstance(ctx, ContextValue):
+        return _CONTEXTS[type(ctx)][1](tx, ctx, list(args))
     if isinstance(ctx, UserContextValue):
         return _call(tx, ctx.exit_fn, list(args))
     raise AssertionError(ctx)
 
 
-CONTEXT_CLASSES = (UserContextValue, GeneratorContextValue, AutocastValue)
+CONTEXT_CLASSES = (UserContextValue, GeneratorContextValue, AutocastValue, ContextValue)
 
 
 # -- torch.autocast -----------------------------------------------------------------------------------------

@@ -273,7 +273,7 @@ class GraphBuilder:
         try:
             with self.fake_mode, torch.set_grad_enabled(self.grad_enabled), contextlib.ExitStack() as modes:
                 for mode in self.autocast_modes:
-                    modes.enter_context(torch.autocast(*mode))
+                    modes.enter_context(mode() if callable(mode) else torch.autocast(*mode))
                 return fn(*fargs, **fkwargs)
         except DynamicOutputShapeException as e:         # nonzero & co. without the knob
             raise Unsupported(f"data-dependent operator: {what} (its output shape depends on the data)",

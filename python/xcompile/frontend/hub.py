@@ -68,6 +68,7 @@ enter_context: Any = _unfilled('enter_context')   # (tx: 'Tracer', ctx: Value)
 exit_context: Any = _unfilled('exit_context')   # (tx: 'Tracer', ctx: Value, args: list[Value])
 make_autocast: Any = _unfilled('make_autocast')   # (device_type, dtype, enabled, cache_enabled)
 make_generator_context: Any = _unfilled('make_generator_context')
+make_inference_mode: Any = _unfilled('make_inference_mode')   # (tx, args, kwargs) [grad_contexts.py]
 
 # -- exceptions.py --------------------------------------------------------------------------------
 handle_exception: Any = _unfilled('handle_exception')   # (f: Frame, inst: Instr, err: PythonError)

@@ -70,6 +70,9 @@ def _tensor(tx: "Tracer", t: torch.Tensor, source, covered) -> Value:
 
 
 def _module(tx, m, source, covered) -> Value:
+    if "_modules" not in m.__dict__:          # its __init__ before nn.Module.__init__ ran
+        raise Unsupported(f"an nn.Module {type(m).__name__} whose nn.Module.__init__ has not run yet",
+                          "Module construction runs eagerly; build modules outside the compiled region.")
     if _needs_guard(source, covered):
         tx.guards.module_tree(source, m)
     return ModuleValue(m, source=source, covered=True)

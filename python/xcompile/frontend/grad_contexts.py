@@ -1,0 +1,200 @@
+"""Autograd and profiler state switched inside the traced code, as torch.compile traces it.
+
+    torch._C._set_grad_enabled(b)          the grad mode switches at the call (as torch.set_grad_enabled(b)
+                                           called as a function); the frame leaves it as eager does
+    torch.inference_mode(mode)             graph nodes torch.autograd.grad_mode._enter_inference_mode /
+    (a `with` block or a decorator)        _exit_inference_mode around the block; ops in it are traced
+                                           under the mode (grad off inside inference_mode(True), on
+                                           inside inference_mode(False), as c10::InferenceMode sets it)
+    torch.profiler.profile(...),           ignored, as torch.compile ignores them: the block's ops are
+    torch.autograd.profiler.profile(...)   traced; the object (``as p``) cannot be used in the region
+    @torch.set_grad_enabled(b) functions,  graph breaks with torch.compile's reasons (it does not
+    saved_tensors_hooks, save_on_cpu,      trace them either)
+    emit_nvtx
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..guards.sources import AttrSource
+from . import hub
+from .builtins_table import builtin
+from .calls import register_context_value, register_torch_op_rule
+from .codegen import _CONTEXT_REMAKERS
+from .contexts import ContextValue, register_context
+from .exc import Unsupported
+from .values import ConstantValue, Value, real_object
+
+if TYPE_CHECKING:
+    from .tracer import Tracer
+
+
+def _skipped(what: str, hint: str | None = None, verb: str = "call") -> Unsupported:
+    """A callable torch.compile refuses to trace, refused with its words."""
+    return Unsupported(f"Attempted to {verb} function marked as skipped: {what}",
+                       hint or f"Avoid calling `{what}` inside the compiled region, or accept the graph break.",
+                       f"torch.compile intentionally does not trace `{what}` either.")
+
+
+# -- torch._C._set_grad_enabled ----------------------------------------------------------------------------
+def _c_set_grad_enabled(tx: "Tracer", args, kwargs) -> Value:
+    if kwargs or len(args) != 1:
+        return None                                            # eager's TypeError (FORBIDDEN breaks)
+    ok, enabled = hub.as_constant(args[0])
+    if not ok or not isinstance(enabled, bool):
+        raise Unsupported("torch._C._set_grad_enabled with a non-constant argument",
+                          "Pass True or False.")
+    hub.switch_grad_mode(tx, enabled)
+    return ConstantValue(None)
+
+
+register_torch_op_rule(torch._C._set_grad_enabled, _c_set_grad_enabled)
+
+
+# -- torch.inference_mode -----------------------------------------------------------------------------------
+@dataclass(eq=False)
+class InferenceModeValue(Value):
+    """``torch.inference_mode(mode)``: the graph enters and leaves the mode around the block."""
+
+    mode: bool
+    node: Any = None                         # the enter node while active (None: a no-op block)
+    saved: tuple | None = None               # (grad mode, inference mode) of the trace before it
+
+    def python_type(self) -> type:
+        return torch.inference_mode
+
+    def describe(self) -> str:
+        return f"torch.inference_mode({self.mode})"
+
+
+def make_inference_mode(tx: "Tracer", args: list[Value], kwargs: dict[str, Value]) -> Value:
+    named = dict(zip(("mode",), args)) | kwargs
+    if len(args) > 1 or set(named) - {"mode"}:
+        raise Unsupported("torch.inference_mode with unexpected arguments")
+    ok, mode = hub.as_constant(named.get("mode", ConstantValue(True)))
+    if not ok or not isinstance(mode, bool):
+        raise Unsupported("torch.inference_mode with a non-constant mode", "Pass True or False.")
+    return InferenceModeValue(mode)
+
+
+@contextlib.contextmanager
+def _fake_inference(gb, mode: bool):
+    """What the fake run of an op inside the block runs under: the mode, then the grad mode the
+    trace is in (a no_grad/enable_grad inside the block switches it after the mode did)."""
+    with torch.inference_mode(mode), torch.set_grad_enabled(gb.grad_enabled):
+        yield
+
+
+def _enter_inference(tx: "Tracer", ctx: InferenceModeValue) -> None:
+    gb = tx.gb
+    ctx.saved = (gb.grad_enabled, tx.inference_mode)
+    if tx.inference_mode == ctx.mode and gb.grad_enabled == (not ctx.mode):
+        return                                              # already so: nothing changes
+    if not ctx.mode and torch.is_inference_mode_enabled():
+        raise Unsupported("torch.inference_mode(False) inside a function called under inference mode",
+                          "Call the compiled function outside torch.inference_mode(), or keep the "
+                          "inference_mode(False) block out of the compiled region.",
+                          "An AOT backend compiles such a call for inference (no autograd graph).")
+    ctx.node = gb.graph.call_function(torch.autograd.grad_mode._enter_inference_mode, (ctx.mode,))
+    if not ctx.mode and not gb.grad_enabled:
+        # grad turns on inside (as set_grad_enabled(True) would): said in the graph too, so that
+        # a call under no_grad compiles the autograd path (convert_frame._starts_grad_off)
+        gb.graph.call_function(torch._C._set_grad_enabled, (True,))
+    gb.autocast_modes.append(functools.partial(_fake_inference, gb, ctx.mode))
+    gb.grad_enabled = not ctx.mode                          # c10::InferenceMode sets grad mode so
+    tx.inference_mode = ctx.mode
+
+
+def _exit_inference(tx: "Tracer", ctx: InferenceModeValue) -> None:
+    assert ctx.saved is not None
+    if ctx.node is not None:
+        gb = tx.gb
+        gb.graph.call_function(torch.autograd.grad_mode._exit_inference_mode, (ctx.node,))
+        gb.autocast_modes.pop()
+        ctx.node = None
+        gb.grad_enabled, tx.inference_mode = ctx.saved      # the exit restores both
+
+
+register_context_value(InferenceModeValue, _enter_inference, _exit_inference)
+
+
+def _inference_mode_clone(tx: "Tracer", args, kwargs) -> Value | None:
+    """``ctx_factory()`` of a function decorated with ``@torch.inference_mode(mode)``
+    (torch.utils._contextlib): a fresh context with the decorator object's mode."""
+    if len(args) != 1 or kwargs:
+        return None
+    obj = real_object(args[0])
+    mode = getattr(obj, "mode", None)
+    if not isinstance(obj, torch.inference_mode) or not isinstance(mode, bool):
+        return None
+    if args[0].source is not None:
+        tx.guards.constant(AttrSource(args[0].source, "mode"), mode)
+    return InferenceModeValue(mode)
+
+
+register_torch_op_rule(torch.inference_mode.clone, _inference_mode_clone)
+
+
+def _set_grad_enabled_clone(tx: "Tracer", args, kwargs) -> Value:
+    raise _skipped("set_grad_enabled.clone",
+                   "torch.set_grad_enabled(mode) used as a decorator is not traced; use "
+                   "`with torch.set_grad_enabled(mode):` inside the function, or @torch.no_grad() / "
+                   "@torch.enable_grad().")
+
+
+register_torch_op_rule(torch.set_grad_enabled.clone, _set_grad_enabled_clone)
+
+
+# -- profilers ----------------------------------------------------------------------------------------------
+@dataclass(eq=False)
+class ProfilerValue(ContextValue):
+    """``torch.profiler.profile(...)`` / ``torch.autograd.profiler.profile(...)``: ignored (its
+    ``__enter__`` returns the profiler itself, which the region cannot use)."""
+
+    what: str
+
+    def python_type(self) -> type:
+        return torch.profiler.profile
+
+    def describe(self) -> str:
+        return f"{self.what} object (ignored inside the compiled region)"
+
+
+_PROFILERS = {torch.profiler.profile: "torch.profiler.profile",
+              torch.autograd.profiler.profile: "torch.autograd.profiler.profile"}
+
+
+def _make_profiler(what: str):
+    def make(tx: "Tracer", args, kwargs) -> Value:
+        return ProfilerValue(what)             # its arguments are ignored with it
+    return make
+
+
+for _cls, _what in _PROFILERS.items():
+    builtin(_cls)(_make_profiler(_what))
+register_context(ProfilerValue, lambda tx, ctx: ctx, lambda tx, ctx, args: ConstantValue(None))
+_CONTEXT_REMAKERS[ProfilerValue] = lambda b, v: b.assign(b.const(contextlib.nullcontext) + "()", "ctx")
+
+
+# -- refused as torch.compile refuses them ------------------------------------------------------------------
+def _refuse(what: str, hint: str):
+    def call(tx: "Tracer", args, kwargs) -> Value:
+        raise _skipped(what, hint, "inline")
+    return call
+
+
+_HOOKS_HINT = ("Register saved-tensor hooks outside the compiled region (the compiled graph's saved "
+               "tensors then go through them), or accept the graph break.")
+builtin(torch.autograd.graph.saved_tensors_hooks)(_refuse("saved_tensors_hooks.__init__", _HOOKS_HINT))
+builtin(torch.autograd.graph.save_on_cpu)(_refuse("save_on_cpu.__init__", _HOOKS_HINT))
+builtin(torch.autograd.profiler.emit_nvtx)(_refuse("emit_nvtx.__init__", "Use emit_nvtx outside the "
+                                                   "compiled region."))
+
+hub.register(make_inference_mode=make_inference_mode)
+
+__all__ = ["InferenceModeValue", "ProfilerValue", "make_inference_mode"]
