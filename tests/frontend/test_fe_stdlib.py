@@ -43,6 +43,8 @@ def _same_items(a, b):
             assert x == y
 
 
+_Pair = collections.namedtuple("_Pair", "a b")
+
 RETURNED_ITERATORS = {
     "map": lambda x: map(lambda t: t + 1, [x, x * 2]),
     "zip": lambda x: zip([x, x + 1], ["a", "b"]),
@@ -54,6 +56,8 @@ RETURNED_ITERATORS = {
     "dict_keys_iter": lambda x: iter({"a": x, "b": 1}),
     "dict_items_iter": lambda x: iter({"a": x, "b": 1}.items()),
     "reversed_list": lambda x: reversed([x, x + 1]),
+    "reversed_tuple": lambda x: reversed((x, 1, 2)),
+    "namedtuple_iter": lambda x: iter(_Pair(x, 1)),
     "chain": lambda x: itertools.chain([x], [x - 1]),
     "islice": lambda x: itertools.islice([x, 1, 2, 3], 1, 3),
     "accumulate": lambda x: itertools.accumulate([x, x, x]),
@@ -243,3 +247,37 @@ def test_count_consumed_whole_breaks():
         return list(itertools.count()), x
     with pytest.raises(Unsupported, match="endless"):
         xcompile.compile(fn, fullgraph=True)(torch.randn(2))
+
+
+def test_deque_index_with_bounds_and_missing_items_raise_like_eager():
+    def fn(x):
+        d = collections.deque([1, 2, 1, 3])
+        i = d.index(1, 1)
+        j = d.index(1, -2)
+        try:
+            d.remove(7)
+        except ValueError as e:
+            msg = str(e)
+        try:
+            d.index(9)
+        except ValueError as e:
+            msg2 = str(e)
+        return x + i + j, msg, msg2
+    x = torch.randn(2)
+    out = _one_graph(fn, x)
+    expected = fn(x)
+    torch.testing.assert_close(out[0], expected[0])
+    assert out[1:] == expected[1:]
+
+
+def test_id_of_int_argument_is_guarded_by_identity():
+    big = 10 ** 30
+    same = 10 ** 30                           # equal, another object
+
+    def fn(x, n, m):
+        return x + (id(n) == id(m))
+    cnt = CompileCounter()
+    f = xcompile.compile(fn, fullgraph=True, backend=cnt)
+    x = torch.randn(2)
+    torch.testing.assert_close(f(x, big, big), x + 1)
+    torch.testing.assert_close(f(x, big, same), x + (id(big) == id(same)))

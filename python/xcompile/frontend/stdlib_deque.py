@@ -96,6 +96,14 @@ def _find(tx: "Tracer", items: list[Value], x: Value) -> int:
     return -1
 
 
+def _not_in_deque(x: Value) -> Exception:
+    ok, c = hub.as_constant(x)
+    if not ok:
+        return Unsupported(f"a ValueError naming {x.describe()} (not in the deque)",
+                           "The message holds the repr of the missing item, which is not known while tracing.")
+    return PythonError.of(ValueError(f"{c!r} is not in deque"))
+
+
 def _method(tx: "Tracer", m: DequeMethodValue, args: list[Value], kwargs: dict) -> Value:
     d, name = m.deque, m.name
     if kwargs:
@@ -151,16 +159,18 @@ def _method(tx: "Tracer", m: DequeMethodValue, args: list[Value], kwargs: dict) 
     if name == "remove":
         i = _find(tx, items, args[0])
         if i < 0:
-            raise PythonError.of(ValueError(f"{args[0].describe()} is not in deque"))
+            raise _not_in_deque(args[0])
         del items[i]
         return none
     if name == "index":
         bounds = _consts(args[1:], "deque.index")
-        lo, hi = (bounds + [0, len(items)])[:2] if len(bounds) < 2 else bounds
+        lo = bounds[0] if bounds else 0
+        hi = bounds[1] if len(bounds) > 1 else len(items)
+        start = slice(lo, hi).indices(len(items))[0]
         i = _find(tx, items[slice(lo, hi)], args[0])
         if i < 0:
-            raise PythonError.of(ValueError(f"{args[0].describe()} is not in deque"))
-        return ConstantValue(i + slice(lo, hi).indices(len(items))[0])
+            raise _not_in_deque(args[0])
+        return ConstantValue(start + i)
     if name == "count":
         return ConstantValue(sum(1 for x in items if hub.contains(tx, args[0], ListValue([x]))))
     raise Unsupported(f"method deque.{name}")

@@ -97,6 +97,7 @@ REBUILD: dict[type, Callable[[list], Any]] = {
     _DICT_VALUE_ITERATOR: lambda items: iter(dict(enumerate(items)).values()),
     _DICT_ITEM_ITERATOR: lambda items: iter(dict(items).items()),
     type(reversed([])): lambda items: reversed(items[::-1]),
+    reversed: lambda items: reversed(tuple(items[::-1])),
     map: lambda items: map(_identity, items),
     zip: _zip_rows,
     filter: lambda items: filter(_always, items),
@@ -138,7 +139,7 @@ def _kinded(handler, kind_of: Callable[[list], Any]):
 
 def _iter_kind(args) -> Any:
     v = args[0] if len(args) == 1 else None
-    if isinstance(v, TupleValue) and v.cls is tuple:
+    if isinstance(v, TupleValue):                       # (namedtuples, torch.Size too)
         return _TUPLE_ITERATOR
     if isinstance(v, ConstantValue) and isinstance(v.value, range):
         return _RANGE_ITERATOR

@@ -129,14 +129,18 @@ def _id(tx: "Tracer", args, kwargs):
                           "In-place ops and no-op conversions (x.float() of a float tensor) return their "
                           "input tensor; the trace does not know which results are the same object.")
     if v.source is not None:
+        if isinstance(v, ConstantValue):             # guarded by value so far: an equal object is not enough
+            tx.guards.identity(v.source, v.value)
+            return ConstantValue(id(v.value))
         ok, obj = _outside_object(tx, v)
-        if ok or isinstance(v, ConstantValue):
-            obj = v.value if isinstance(v, ConstantValue) else obj
+        if ok:
             if not v.covered:
                 tx.guards.identity(v.source, obj)
             return ConstantValue(id(obj))
-    elif isinstance(v, _LASTING_KINDS) or (isinstance(v, ModuleValue) and real_object(v) is not None):
+    elif isinstance(v, _LASTING_KINDS):
         return ConstantValue(id(real_object(v)))
+    elif isinstance(v, ModuleValue):                 # one real module, whatever value reached it
+        return _fake_id(tx, ("module", id(v.module)), v)
     if v.source is None and isinstance(v, _FRESH_KINDS):
         return _fake_id(tx, id(v), v)
     raise Unsupported(f"id() of {v.describe()}",
