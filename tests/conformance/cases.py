@@ -3,6 +3,8 @@ from . import (
                programs_append_only,
                programs_arith,
                programs_builtins,
+               programs_classes,
+               programs_contexts,
                programs_control,
                programs_dict_subclasses,
                programs_exceptions,
@@ -24,7 +26,7 @@ FAMILIES = (programs_arith, programs_views, programs_reductions, programs_indexi
             # frontend breadth (issue 3)
             programs_control, programs_exceptions, programs_objects, programs_outside_effects, programs_builtins,
             programs_generator_protocol, programs_append_only, programs_dict_subclasses,
-            programs_stdlib)
+            programs_stdlib, programs_classes, programs_contexts)
 
 ALL_CASES = [case for family in FAMILIES for case in family.T.cases]
 CASE_IDS = [case.name for case in ALL_CASES]

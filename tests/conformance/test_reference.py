@@ -50,6 +50,12 @@ REFERENCE_BUGS = {
     "stdlib.groupby_group_left_behind_is_empty": "torch.compile (2.13) keeps a groupby group's items after the "
                                                  "groupby advanced past it (eager: the group is empty)",
     "stdlib.iterator_types_checked": "torch.compile (2.13) gives type(iter(())) is type(iter([]))",
+    "classes.list_subclass_method_returns_new_instance": "torch.compile (2.13) fails building a list subclass "
+                                                         "from a generator (no attribute 'remaining_items')",
+    "classes.list_subclass_to_torch_ops": "torch.compile (2.13) cannot pass a list subclass to torch.stack",
+    "classes.list_subclass_inplace_add_keeps_class": "torch.compile (2.13) turns `b += [...]` on a list subclass "
+                                                     "into a plain list",
+    "classes.input_tensor_attribute_deleted": "torch.compile (2.13) cannot `del` an attribute it set on a tensor",
 }
 
 

@@ -3,8 +3,9 @@
 A tensor is a Python object with an instance ``__dict__``. On a tensor from outside the frame
 (an argument, a parameter, a tensor of a global) the write is a side effect like an attribute
 write on any object from outside (``side_effects.store_attr``): read back from there by the rest
-of the trace, applied to the real tensor with ``setattr`` after the graph ran. An attribute the
-real tensor had before the call is read from its ``__dict__`` behind a guard on its value.
+of the trace, applied to the real tensor with ``setattr`` after the graph ran. Reading the real
+tensor's ``__dict__`` guards its keys (so an attribute found missing, ``getattr(t, "n", 0)``,
+recompiles once it exists) and the value read.
 
 Names that torch.Tensor itself defines (``requires_grad``, ``grad``, ``data``, methods...) are
 not instance attributes and stay with ``attrs.py``; a tensor made inside the frame has no real
@@ -47,6 +48,8 @@ def tensor_instance_attr(tx: "Tracer", v: TensorValue, name: str) -> Value | Non
     if stored is not None:
         return stored
     d = real.__dict__
+    if v.source is not None:                   # which attributes it has (present or not): its keys
+        tx.guards.sequence(AttrSource(v.source, "__dict__"), d)
     if name in d:
         return tx.wrap(d[name], AttrSource(v.source, name) if v.source is not None else None, False)
     return None
