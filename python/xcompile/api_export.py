@@ -29,10 +29,12 @@ import types
 import warnings
 from typing import Any, Callable, NamedTuple
 
+import sympy
 import torch
 import torch.fx
 import torch.utils._pytree as pytree
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
 from .api_shapes import mark_dynamic
@@ -40,6 +42,7 @@ from .convert_frame import _user_hooks_deferred
 from .frontend import graph_break
 from .frontend.capture import CapturedGraph, FrameState
 from .handlers import outside_compile
+from .shape_state import DIM_RANGES, DYNAMIC_DIMS
 from .warmup import prepare_frontend
 
 
@@ -113,8 +116,8 @@ def _target(f: Callable) -> Callable:
 
 def _frame(fn: Callable, args: tuple, kwargs: dict) -> tuple[FrameState, inspect.Signature]:
     func = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    sig = inspect.signature(fn)
-    bound = sig.bind(*args, **kwargs)
+    sig = inspect.signature(fn)                          # the exported signature (a decorator's wrapped one)
+    bound = inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)    # the traced code's
     bound.apply_defaults()
     code = func.__code__
     locals_: dict[str, Any] = {}
@@ -156,8 +159,10 @@ def _export(f, args, kwargs, *, aten_graph, pre_dispatch, decomposition_table, t
     _mark_dynamic(fn, args, kwargs, constraints, dynamic_shapes)
     fs, sig = _frame(fn, args, kwargs)
     captured = _capture(fs)
+    _check_constraints(captured)
     flat_args, in_spec = pytree.tree_flatten((args, kwargs))
-    gm = _flatten_signature(captured, fs, flat_args)
+    self_name = fs.code.co_varnames[0] if isinstance(fn, types.MethodType) else None
+    gm = _flatten_signature(captured, fs, flat_args, self_name)
     if aten_graph:
         gm = _to_aten(gm, flat_args, decomposition_table, tracing_mode, pre_dispatch)
     out_spec = gm.meta.pop("xcompile_out_spec")
@@ -170,7 +175,15 @@ def _export(f, args, kwargs, *, aten_graph, pre_dispatch, decomposition_table, t
     return ExportResult(gm, _guards(captured))
 
 
-def _flatten_signature(captured: CapturedGraph, fs: FrameState, flat_args: list) -> torch.fx.GraphModule:
+def _root_local(source: Any) -> str | None:
+    """The local variable a source starts from (None for globals, closures...)."""
+    while hasattr(source, "base"):
+        source = source.base
+    return getattr(source, "local_name", None)
+
+
+def _flatten_signature(captured: CapturedGraph, fs: FrameState, flat_args: list,
+                       self_name: str | None = None) -> torch.fx.GraphModule:
     """The captured graph rewritten to take the flat leaves of the call's arguments and return
     the flat leaves of ``f``'s result (the spec is kept in ``meta``)."""
     g = torch.fx.Graph()
@@ -204,6 +217,13 @@ def _flatten_signature(captured: CapturedGraph, fs: FrameState, flat_args: list)
         if k is not None:
             env[node] = leaves[k]
         elif isinstance(example, torch.Tensor):
+            root_name = _root_local(source)
+            if root_name is not None and root_name != self_name:
+                # a tensor inside an argument pytree cannot flatten (an object's attribute): as a
+                # constant the exported graph would keep this call's value; torch raises too
+                raise ExportError(f"export: the graph reads tensor {source.name()}, which is inside an "
+                                  "argument but not a leaf of its pytree (an attribute of an object). Pass "
+                                  "the tensor as an argument, or in a list, tuple or dict.")
             env[node] = constant(example, _identifier(source.name()))
         else:
             raise ExportError(f"export: the graph reads {source.name()} = {example!r}, which is not an "
@@ -216,6 +236,8 @@ def _flatten_signature(captured: CapturedGraph, fs: FrameState, flat_args: list)
         if kind == "out":
             return outs[spec[1]]
         if kind == "const":
+            if type(spec[1]) is torch.Size:            # (the code printer would write a tuple)
+                return g.call_function(torch.Size, (list(spec[1]),))
             return constant(spec[1], "constant")
         if kind == "source":
             src = captured.passthrough_sources[spec[1]]
@@ -230,6 +252,8 @@ def _flatten_signature(captured: CapturedGraph, fs: FrameState, flat_args: list)
         if kind == "namedtuple":
             parts = [build(p) for p in spec[2]]
             cls = spec[1]
+            if cls is torch.Size:                      # (sizes read in the graph: a node builds it)
+                return g.call_function(torch.Size, (parts,))
             return cls(parts) if hasattr(cls, "n_sequence_fields") else cls(*parts)   # (a structseq)
         raise ExportError(f"export: cannot rebuild a result of kind {kind!r}")
 
@@ -322,6 +346,41 @@ def _mark_dynamic(fn: Callable, args: tuple, kwargs: dict, constraints: list | N
 
     for value, spec in pairs:
         mark(value, spec)
+
+
+def _check_constraints(captured: CapturedGraph) -> None:
+    """A dim marked dynamic must stay free over its whole range: the seed page's rule that a
+    partially constrained dim (the trace assumed it even, or not 3...) is an export error, with
+    the relation that constrains it. (A dim specialized to one value already raised in the trace.)"""
+    placeholders = [n for n in captured.gm.graph.nodes if n.op == "placeholder"]
+    for node, source, example in zip(placeholders, captured.input_sources, captured.example_inputs):
+        fake = node.meta.get("example_value")
+        marked = getattr(example, DYNAMIC_DIMS, None) if isinstance(example, torch.Tensor) else None
+        if not marked or not isinstance(fake, torch.Tensor):
+            continue
+        ranges = getattr(example, DIM_RANGES, None) or {}
+        for d in sorted(marked):
+            size = fake.size(d)
+            if not isinstance(size, torch.SymInt) or not isinstance(size.node.expr, sympy.Symbol):
+                continue
+            sym, env = size.node.expr, size.node.shape_env
+            lo, hi = ranges.get(d, (None, None))
+            values = [v for v in [*range(2, 66), 127, 128, 1000, 1001, 4096, 4099]
+                      if (lo is None or v >= lo) and (hi is None or v <= hi)]
+            hints = getattr(env, "backed_var_to_val", None)
+            others = {k: v for k, v in (env.var_to_val if hints is None else hints).items() if k != sym}
+            for guard in env.guards:
+                expr = guard.expr
+                if sym not in expr.free_symbols:
+                    continue
+                bad = [v for v in values if expr.xreplace({**others, sym: sympy.Integer(v)}) is sympy.false]
+                if bad:
+                    name = f"{source.name()}.size()[{d}]"
+                    raise ConstraintViolationError(
+                        f"Constraints violated ({name})! Not all values of {name} in its range satisfy the "
+                        f"generated guard {expr} ({sym} = {name}; it fails for {bad[:4]}).\nHint: the traced "
+                        "code constrains this dimension; drop it from dynamic_shapes/constraints, or change "
+                        "the code so that it holds for every size.")
 
 
 def _guards(captured: CapturedGraph) -> list[ExportGuard]:

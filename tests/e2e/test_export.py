@@ -11,6 +11,7 @@ import textwrap
 import pytest
 import torch
 from torch._decomp import core_aten_decompositions, get_decompositions
+from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
 import xcompile
 from xcompile.frontend.exc import Unsupported
@@ -81,6 +82,31 @@ def test_functions_export_to_one_graph_called_like_the_function(fn, make):
         _same(gm(*args, **kwargs), fn(*args, **kwargs))
     assert _ops(gm) <= _torch_ops(fn, *make()[0], **make()[1])
     assert any(g.kind == "TENSOR_MATCH" for g in guards)
+
+
+def test_sizes_stay_torch_size_static_and_symbolic():
+    def f(x):
+        return x.shape, x.size(), x.shape[0]
+
+    gm, _ = xcompile.export(f, torch.randn(2, 3))
+    _same(gm(torch.randn(2, 3)), f(torch.randn(2, 3)))
+    x = torch.randn(4, 3)
+    gm, _ = xcompile.export(f, x, dynamic_shapes=({0: "batch"},))
+    y = torch.randn(7, 3)
+    _same(gm(y), f(y))
+
+
+class Holder:
+    def __init__(self, w):
+        self.w = w
+
+
+def test_a_tensor_inside_an_argument_object_is_an_error_not_a_constant():
+    def f(h, x):
+        return x * h.w
+
+    with pytest.raises(xcompile.ExportError, match=r"L\['h'\]\.w.*not a leaf"):
+        xcompile.export(f, Holder(torch.randn(3)), torch.randn(3))
 
 
 def test_both_call_forms_and_the_result_unpacks():
@@ -221,6 +247,24 @@ def test_symbolic_aten_graph_and_marked_dims_stay_symbolic():
     y = torch.randn(9, 3)
     torch.testing.assert_close(py(y), f(y))
     assert any(g.kind == "SHAPE" for g in guards)
+
+
+def test_a_constrained_dynamic_dim_is_an_error_naming_the_relation():
+    def specializes(x):
+        return x + 1 if x.shape[0] == 5 else x - 1
+
+    def halves(x):
+        return x.view(2, -1)
+
+    with pytest.raises(ConstraintViolationError, match="specialized it to 5"):
+        xcompile.export(specializes, torch.randn(5, 3), dynamic_shapes=({0: "b"},))
+    with pytest.raises(ConstraintViolationError, match=r"Mod\(3\*s\d+, 2\).*fails for \[3, 5"):
+        xcompile.export(halves, torch.randn(6, 3), dynamic_shapes=({0: "b"},))
+    gm, _ = xcompile.export(halves, torch.randn(6, 3))                 # static: fine
+    torch.testing.assert_close(gm(torch.ones(6, 3)), torch.ones(2, 9))
+    x = torch.randn(6, 3)
+    _, guards = xcompile.export(lambda t: t[1:].sum(0) * t.shape[0], x, constraints=[(x, 0)])
+    assert any(g.kind == "SHAPE" and g.name == "L['t'].size()[0]" for g in guards), [str(g) for g in guards]
 
 
 def test_cond_stays_in_the_exported_graph():
