@@ -12,7 +12,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 import torch
 from torch import nn
 
-from .harness import CaseTable, rn
+from .harness import CaseTable, obj, rn
 
 T = CaseTable("stdlib")
 
@@ -299,6 +299,19 @@ def deque_equality(a):
     return a + (d == collections.deque([1, 2])) + (d != collections.deque([2]))
 
 
+@T.case(obj(collections.deque, [1, 2, 3]), rn(3))
+def deque_argument_popleft_append(d, a):
+    first = d.popleft()
+    d.append(first * 10)
+    return a * first + d[0], len(d)
+
+
+@T.case(obj(collections.deque, [4, 5], 3), rn(3))
+def deque_argument_with_maxlen_extend(d, a):
+    d.extend([6, 7])
+    return a + sum(d) + d.maxlen
+
+
 # -- itertools.count / repeat ---------------------------------------------------------------------------------
 @T.case(rn(3))
 def count_zipped_with_list(a):
@@ -514,3 +527,10 @@ def typing_builtin_generic_alias(a):
 def typing_cast_is_identity(a):
     y = typing.cast(torch.Tensor, a)
     return y * 2, isinstance(y, torch.Tensor)
+
+
+@T.case(rn(3))
+def typing_isinstance_special_aliases(a):
+    xs = [a]
+    return a + isinstance(xs, List) + isinstance({}, typing.Dict) + isinstance(3, Optional[int]) \
+        + isinstance(None, Union[int, None]) + isinstance(a, int | torch.Tensor)

@@ -50,6 +50,7 @@ REFERENCE_BUGS = {
     "stdlib.groupby_group_left_behind_is_empty": "torch.compile (2.13) keeps a groupby group's items after the "
                                                  "groupby advanced past it (eager: the group is empty)",
     "stdlib.iterator_types_checked": "torch.compile (2.13) gives type(iter(())) is type(iter([]))",
+    "stdlib.deque_argument_with_maxlen_extend": "torch.compile (2.13) reads the maxlen of a deque argument as None",
     "classes.list_subclass_method_returns_new_instance": "torch.compile (2.13) fails building a list subclass "
                                                          "from a generator (no attribute 'remaining_items')",
     "classes.list_subclass_to_torch_ops": "torch.compile (2.13) cannot pass a list subclass to torch.stack",

@@ -281,3 +281,68 @@ def test_id_of_int_argument_is_guarded_by_identity():
     x = torch.randn(2)
     torch.testing.assert_close(f(x, big, big), x + 1)
     torch.testing.assert_close(f(x, big, same), x + (id(big) == id(same)))
+
+
+HISTORY: collections.deque = collections.deque(maxlen=3)
+
+
+def _log_sum(x):
+    HISTORY.append(x.sum())
+    return x * len(HISTORY), sum(HISTORY)
+
+
+def test_global_deque_with_maxlen_is_updated_after_the_graph():
+    HISTORY.clear()
+    ref = collections.deque(maxlen=3)
+    cnt = CompileCounter()
+    f = xcompile.compile(_log_sum, fullgraph=True, backend=cnt)
+    for i in range(6):
+        x = torch.randn(3)
+        ref.append(x.sum())
+        out, total = f(x)
+        torch.testing.assert_close(out, x * len(ref))
+        torch.testing.assert_close(total, sum(ref))
+        assert len(HISTORY) == len(ref) and all(torch.equal(a, b) for a, b in zip(HISTORY, ref))
+    assert cnt.frame_count == 4                    # lengths 0, 1, 2, then full: the length is guarded
+
+
+def test_module_deque_attribute_mutated_in_forward():
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.q = collections.deque([1, 2, 3])
+
+        def forward(self, x):
+            a = self.q.popleft()
+            self.q.append(a * 10)
+            self.q.rotate(1)
+            return x + a + self.q[0]
+    m, e = M(), M()
+    f = xcompile.compile(m, fullgraph=True)
+    for _ in range(3):
+        x = torch.randn(2)
+        torch.testing.assert_close(f(x), e(x))
+        assert m.q == e.q
+
+
+def test_same_deque_passed_twice_is_one_object():
+    def fn(d1, d2, x):
+        d1.append(5)
+        return x + len(d2)
+    d = collections.deque([1])
+    out = xcompile.compile(fn, fullgraph=True)(d, d, torch.zeros(1))
+    torch.testing.assert_close(out, torch.tensor([2.0]))
+    assert d == collections.deque([1, 5])
+
+
+def test_isinstance_against_typing_any_raises_like_eager():
+    import typing
+
+    def fn(x):
+        try:
+            isinstance(x, typing.Any)
+        except TypeError as e:
+            return x + 1, str(e)
+    x = torch.randn(2)
+    out, msg = xcompile.compile(fn, fullgraph=True)(x)
+    assert msg == "typing.Any cannot be used with isinstance()"

@@ -161,7 +161,8 @@ class SideEffects:
             return
         key = ("container", id(v))
         if key not in self._targets:
-            kind = "list" if isinstance(v, ListValue) else "set" if isinstance(v, SetValue) else "dict"
+            kind = "list" if isinstance(v, ListValue) else "set" if isinstance(v, SetValue) else \
+                getattr(v, "effect_kind", "dict")          # (a deque: stdlib_deque.py)
             self._targets[key] = _Target(kind, v, v.source)
 
     def mutated_local(self, v: Value) -> None:
@@ -352,6 +353,8 @@ class SpecBuilder:
         return self.slot(where) if isinstance(where, Source) else Const("const", where)
 
     def target(self, t: _Target) -> tuple:
+        if t.kind == "deque":                          # no slice assignment: cleared and refilled
+            return ListTailStep("list_tail", self.where(t.where), True, [self.value(i) for i in t.value.items])
         if t.kind == "list":
             blind = t.value.blind
             if blind is not None:                      # never read: extend the real list

@@ -4,8 +4,9 @@ Its items are values (tensors too); ``maxlen`` is a constant.  Modelled like a l
 appendleft / pop / popleft / extend / extendleft / insert / remove / rotate / reverse / clear /
 copy / count / index, ``len``, truth, ``in``, iteration, indexing and item assignment.  A deque
 that outlives the frame (returned, stored on an object) is rebuilt after the graph as
-``collections.deque(items, maxlen)`` (rebuild_table.py).  A deque from outside the frame stays an
-opaque object: calling its methods is a graph break.
+``collections.deque(items, maxlen)`` (rebuild_table.py).  A deque from outside the frame is an
+object read with guards (its type, length and maxlen), and its changes are replayed after the
+graph (the real deque cleared and refilled).
 """
 from __future__ import annotations
 
@@ -14,14 +15,15 @@ import operator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from . import attrs, calls, hub
+from ..guards.sources import AttrSource, ItemSource, Source
+from . import attrs, calls, hub, wrap
 from .builtins_table import builtin
 from .builtins_table import consts as _consts
 from .exc import PythonError, Unsupported
 from .iteration import items_of, register_iterable
 from .pyops import binary_op, register_binary_rule, register_value_kind
 from .rebuild_table import register_rebuilt
-from .values import BuiltinValue, ConstantValue, ListValue, Value
+from .values import BuiltinValue, ConstantValue, LazyValue, ListValue, Value
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -29,8 +31,15 @@ if TYPE_CHECKING:
 
 @dataclass(eq=False)
 class DequeValue(Value):
+    """A deque: made in the frame, or from outside (``source``: its type, length and ``maxlen``
+    guarded, its items read lazily through ``ItemSource``; a change is recorded as a side effect
+    that clears and refills the real deque after the graph)."""
+
     items: list[Value] = field(default_factory=list)
     maxlen: int | None = None
+    source: Source | None = None
+    covered: bool = False
+    effect_kind = "deque"                     # (side_effects.SideEffects.mutated)
 
     def python_type(self) -> type:
         return collections.deque
@@ -110,6 +119,8 @@ def _method(tx: "Tracer", m: DequeMethodValue, args: list[Value], kwargs: dict) 
         raise PythonError.of(TypeError(f"deque.{name}() takes no keyword arguments"))
     items = d.items
     none = ConstantValue(None)
+    if name in _MUTATORS:
+        hub.note_mutation(tx, d)                   # a deque from outside: a side effect
     if name == "append":
         items.append(args[0])
         _trim(d, left=False)
@@ -191,7 +202,33 @@ def _getitem(tx: "Tracer", d: DequeValue, key: Value, subclass: Value) -> Value:
 
 
 def _setitem(tx: "Tracer", d: DequeValue, key: Value, value: Value) -> None:
-    d.items[_index_of(tx, d, key)] = value
+    i = _index_of(tx, d, key)
+    hub.note_mutation(tx, d)
+    d.items[i] = value
+
+
+_MUTATORS = ("append", "appendleft", "pop", "popleft", "extend", "extendleft", "clear", "reverse",
+             "rotate", "insert", "remove")
+
+
+def _wrap_deque(tx: "Tracer", obj: collections.deque, source, covered) -> Value:
+    """A deque from outside the frame (an argument, a module attribute, a global)."""
+    if source is None:
+        raise Unsupported("a collections.deque reached through library code",
+                          "Only deques reached from the frame's arguments, globals and closures, or made "
+                          "in the frame, can be used inside a compiled region.")
+    memo = tx.memo.get(id(obj))
+    if memo is not None:                                  # one object, one value (f(d, d))
+        v = memo[1]
+        if v.source is not None and source != v.source:
+            tx.guards.same_object(v.source, source)
+        return v
+    tx.guards.sequence(source, obj)                       # its type and length
+    tx.guards.constant(AttrSource(source, "maxlen"), obj.maxlen)
+    items: list[Value] = [LazyValue(x, ItemSource(source, i)) for i, x in enumerate(obj)]
+    v = DequeValue(items, obj.maxlen, source=source, covered=covered)
+    tx.memo[id(obj)] = (obj, v)
+    return v
 
 
 def _deque_binary(tx: "Tracer", op, a: Value, b: Value) -> Value | None:
@@ -201,7 +238,8 @@ def _deque_binary(tx: "Tracer", op, a: Value, b: Value) -> Value | None:
     if op in (operator.eq, operator.ne):
         if not (isinstance(a, DequeValue) and isinstance(b, DequeValue)):
             return ConstantValue(op is operator.ne)
-        eq = binary_op(tx, operator.eq, ListValue(list(a.items)), ListValue(list(b.items)))
+        eq = binary_op(tx, operator.eq, ListValue([tx.resolve(i) for i in a.items]),
+                       ListValue([tx.resolve(i) for i in b.items]))
         return eq if op is operator.eq else ConstantValue(not hub.as_constant(eq)[1])
     if op in (operator.add, operator.iadd) and isinstance(a, DequeValue):
         if op is operator.iadd:
@@ -234,6 +272,7 @@ def _register() -> None:
     register_iterable(DequeValue, lambda tx, d: [tx.resolve(x) for x in d.items], lambda tx, d: len(d.items))
     register_value_kind(DequeValue, truth=lambda tx, d: bool(d.items), getitem=_getitem, setitem=_setitem)
     register_binary_rule("deque", _deque_binary, before="fold")
+    wrap.register_row(lambda o: type(o) is collections.deque, _wrap_deque)
     register_rebuilt(DequeValue, lambda d: (collections.deque, [ListValue(list(d.items)), ConstantValue(d.maxlen)]))
     register_rebuilt(DequeMethodValue, lambda m: (getattr, [m.deque, ConstantValue(m.name)]))
 

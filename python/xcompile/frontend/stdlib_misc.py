@@ -309,6 +309,25 @@ def _typing_attr(tx: "Tracer", v: TypingValue, name: str) -> Value:
     return typing_result(tx, r)
 
 
+def _union_rule(tx: "Tracer", op, a: Value, b: Value) -> Value | None:
+    """``int | None``, ``torch.Tensor | List[int]``: a ``types.UnionType`` / typing Union."""
+    if op is not operator.or_:
+        return None
+
+    def part(v: Value) -> bool:
+        return isinstance(v, TypingValue) or isinstance(v, ClassValue) and type(v.cls).__or__ is type.__or__ \
+            or isinstance(v, ConstantValue) and v.value is None
+    if not (part(a) and part(b)) or not (isinstance(a, (TypingValue, ClassValue))
+                                        or isinstance(b, (TypingValue, ClassValue))):
+        return None
+    try:
+        r = _real(a) | _real(b)
+    except TypeError as e:
+        raise PythonError.of(e) from None
+    return typing_result(tx, r)
+
+
+register_binary_rule("typing_union", _union_rule, before="fold")
 register_value_kind(TypingValue, getitem=_typing_getitem)
 attrs.register_reader(TypingValue, _typing_attr)
 
@@ -321,6 +340,42 @@ def _typing_fold(fn):
     return h
 
 
+def _has_typing(v: Value) -> bool:
+    return isinstance(v, TypingValue) or isinstance(v, ClassValue) and v.cls is typing.Any \
+        or isinstance(v, TupleValue) and any(_has_typing(i) for i in v.items)
+
+
+def _typing_isinstance(plain, is_sub: bool):
+    """``isinstance(x, List)`` / ``isinstance(x, int | None)`` / ``isinstance(x, Optional[int])``:
+    answered from the type of ``x`` and the real typing objects (eager's TypeError for a
+    subscripted generic)."""
+    def h(tx: "Tracer", args, kwargs):
+        if len(args) != 2 or kwargs or not _has_typing(args[1]):
+            return plain(tx, args, kwargs)
+        if is_sub:
+            if not isinstance(args[0], ClassValue):
+                raise Unsupported("issubclass() of a non-class")
+            cls = args[0].cls
+        else:
+            try:
+                cls = args[0].python_type()
+            except NotImplementedError:
+                raise Unsupported(f"type of {args[0].describe()}") from None
+        classes = _real(args[1])
+        flat = classes if isinstance(classes, tuple) else (classes,)
+        if any(isinstance(c, (typing.TypeVar, typing.ParamSpec)) for c in flat):
+            raise Unsupported(f"{'issubclass' if is_sub else 'isinstance'}() against a TypeVar")
+        if not is_sub and any(c is typing.Any for c in flat):
+            raise PythonError.of(TypeError("typing.Any cannot be used with isinstance()"))
+        try:
+            return ConstantValue(issubclass(cls, classes))
+        except TypeError as e:
+            raise PythonError.of(e) from None
+    return h
+
+
+BUILTINS[isinstance] = _typing_isinstance(BUILTINS[isinstance], False)
+BUILTINS[issubclass] = _typing_isinstance(BUILTINS[issubclass], True)
 BUILTINS[typing.get_origin] = _typing_fold(typing.get_origin)
 BUILTINS[typing.get_args] = _typing_fold(typing.get_args)
 
