@@ -36,5 +36,6 @@ from .backends.registry import (  # noqa: F401
 )
 from .debug.explain import explain  # noqa: F401
 from .log import set_logs  # noqa: F401
+from .stats import counters  # noqa: F401
 
 __version__ = "0.1.0"

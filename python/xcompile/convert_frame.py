@@ -26,6 +26,7 @@ from .frontend.capture import FrameState
 from .frontend.exc import TorchRuntimeError, Unsupported
 from .guards.lower import lower_guards, lower_output_spec
 from .handlers import outside_compile
+from .stats import counters
 from .warmup import prepare_frontend
 
 
@@ -129,8 +130,11 @@ class ConvertFrame:
                 entry = self._added_meanwhile(code, n_seen, f_locals, f_globals, f_builtins, closure)
                 if entry is not None:
                     return entry
+            counters["frames"]["total"] += 1
             with outside_compile():       # a signal handler run meanwhile sees no tracing state
-                return self._convert(code, f_locals, f_globals, f_builtins, closure)
+                entry = self._convert(code, f_locals, f_globals, f_builtins, closure)
+            counters["frames"]["ok"] += 1
+            return entry
 
     def _owns(self, entry) -> bool:
         """Entries this callback may use (the rule is the C++ cache's: CacheEntry.usable_by)."""

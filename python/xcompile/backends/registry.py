@@ -13,6 +13,10 @@ _BUILTIN = {
     "eager": "xcompile.backends.eager:eager",
     "aot_eager": "xcompile.backends.aot_eager:aot_eager",
     "inductor": "xcompile.backends.inductor:inductor",
+    # torch's other AOT backends (backends/aot_variants.py)
+    "aot_eager_default_partitioner": "xcompile.backends.aot_variants:aot_eager_default_partitioner",
+    "aot_eager_decomp_partition": "xcompile.backends.aot_variants:aot_eager_decomp_partition",
+    "cudagraphs": "xcompile.backends.aot_variants:cudagraphs",
 }
 _REGISTERED: dict[str, Callable] = {}
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable
 
 import torch
 
+from ..guards.sources import AttrSource
 from . import hub
 from .attrs import AttrMissing, load_attr
 from .exc import PythonError, Unsupported
@@ -28,6 +29,7 @@ from .values import (
     GeneratorContextValue,
     UserContextValue,
     Value,
+    real_object,
 )
 
 if TYPE_CHECKING:
@@ -61,6 +63,9 @@ def enter_context(tx: "Tracer", ctx: Value) -> tuple[Value, Value]:
         return ctx, _enter_generator(tx, ctx)
     if isinstance(ctx, ContextValue):
         return ctx, _CONTEXTS[type(ctx)][0](tx, ctx)
+    if isinstance(real_object(ctx), torch.amp.autocast_mode.autocast):    # @torch.autocast(...)'s
+        autocast = _real_autocast(tx, ctx)                               # instance, entered
+        return autocast, _enter_autocast(tx, autocast)
     try:
         enter = load_attr(tx, ctx, "__enter__")
         exit_fn = load_attr(tx, ctx, "__exit__")
@@ -96,6 +101,23 @@ def make_autocast(device_type, dtype, enabled, cache_enabled) -> AutocastValue:
     if dtype is None:
         dtype = torch.get_autocast_dtype(device_type)
     return AutocastValue(device_type, dtype, bool(enabled), cache_enabled)
+
+
+_AUTOCAST_FIELDS = ("device", "fast_dtype", "_enabled", "_cache_enabled")
+
+
+def _real_autocast(tx: "Tracer", v: Value) -> AutocastValue:
+    """A torch.autocast object made outside the frame (the decorator's, in its wrapper's closure):
+    entered like one made inside, from its fields (guarded)."""
+    obj = real_object(v)
+    values = [getattr(obj, f, None) for f in _AUTOCAST_FIELDS]
+    device, dtype, enabled, cache_enabled = values
+    if not isinstance(device, str) or not isinstance(dtype, torch.dtype) or not isinstance(enabled, bool):
+        raise Unsupported(f"entering {type(obj).__name__} object with unexpected fields")
+    if v.source is not None:
+        for f, x in zip(_AUTOCAST_FIELDS, values):
+            tx.guards.constant(AttrSource(v.source, f), x)
+    return AutocastValue(device, dtype, enabled, cache_enabled)
 
 
 def _enter_autocast(tx: "Tracer", ctx: AutocastValue) -> Value:

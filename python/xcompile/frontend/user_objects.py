@@ -271,6 +271,13 @@ def user_binary_op(tx: "Tracer", op, a: Value, b: Value) -> Value | _NotDefined:
     r = call_dunder(tx, b, names[1], [a])
     if r is not NOT_DEFINED and not _not_implemented(r):
         return r
+    if names[0] == "__ne__":                             # object.__ne__: the inverse of __eq__
+        for x, y in ((a, b), (b, a)):
+            r = call_dunder(tx, x, "__eq__", [y])
+            if isinstance(r, ConstantValue) and isinstance(r.value, bool):
+                return ConstantValue(not r.value)
+            if r is not NOT_DEFINED and not _not_implemented(r):
+                return NOT_DEFINED                       # (not a bool: its truth is not known here)
     return NOT_DEFINED
 
 
