@@ -58,6 +58,10 @@ RETURNED_ITERATORS = {
     "reversed_list": lambda x: reversed([x, x + 1]),
     "reversed_tuple": lambda x: reversed((x, 1, 2)),
     "namedtuple_iter": lambda x: iter(_Pair(x, 1)),
+    "tensor_rows_iter": lambda x: iter(x.reshape(3, 1)),
+    "deque_iter": lambda x: iter(collections.deque([x, 2])),
+    "range_constant_iter": lambda x: iter(range(4)),
+    "bytes_iter": lambda x: iter(b"ab"),
     "chain": lambda x: itertools.chain([x], [x - 1]),
     "islice": lambda x: itertools.islice([x, 1, 2, 3], 1, 3),
     "accumulate": lambda x: itertools.accumulate([x, x, x]),
@@ -121,6 +125,8 @@ def test_iterator_stored_on_an_object_outlives_the_call():
 
 
 @pytest.mark.parametrize("make", [lambda x: itertools.product([x], [1, 2]),
+                                  lambda x: iter({1, 2}),
+                                  lambda x: iter(collections.OrderedDict(a=x).values()),
                                   lambda x: next(itertools.groupby([1, 1, 2]))[1],
                                   lambda x: itertools.groupby([x])])
 def test_iterator_kinds_that_cannot_be_rebuilt_break(make):
@@ -346,3 +352,12 @@ def test_isinstance_against_typing_any_raises_like_eager():
     x = torch.randn(2)
     out, msg = xcompile.compile(fn, fullgraph=True)(x)
     assert msg == "typing.Any cannot be used with isinstance()"
+
+
+def test_iterator_type_is_eagers_inside_the_frame():
+    def fn(x):
+        its = [iter({1: 2}), iter({3}), iter((1,)), iter("ab"), iter(collections.deque())]
+        return x + 1, [type(i).__name__ for i in its]
+    x = torch.randn(2)
+    out, names = _one_graph(fn, x)
+    assert names == fn(x)[1]

@@ -14,6 +14,7 @@ when it would outlive the frame.
 """
 from __future__ import annotations
 
+import collections
 import itertools
 import operator
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from .exc import Unsupported
 from .iteration import items_of, register_iterable
 from .pyops import binary_op, truth
 from .rebuild_table import register_rebuilt
+from .stdlib_deque import DequeValue
 from .values import (
     ConstantValue,
     DictValue,
@@ -32,6 +34,8 @@ from .values import (
     IteratorValue,
     LazyIterValue,
     ListValue,
+    SetValue,
+    TensorValue,
     TupleValue,
     Value,
 )
@@ -96,6 +100,8 @@ REBUILD: dict[type, Callable[[list], Any]] = {
     _DICT_KEY_ITERATOR: lambda items: iter(dict.fromkeys(items)),
     _DICT_VALUE_ITERATOR: lambda items: iter(dict(enumerate(items)).values()),
     _DICT_ITEM_ITERATOR: lambda items: iter(dict(items).items()),
+    type(iter(collections.deque())): lambda items: iter(collections.deque(items)),
+    type(iter(b"")): lambda items: iter(bytes(items)),
     type(reversed([])): lambda items: reversed(items[::-1]),
     reversed: lambda items: reversed(tuple(items[::-1])),
     map: lambda items: map(_identity, items),
@@ -137,19 +143,36 @@ def _kinded(handler, kind_of: Callable[[list], Any]):
     return h
 
 
+class UnknownIterator:
+    """The type of an iterator whose eager type the trace does not know (``iter()`` of a user object,
+    of a set...): it is an iterator, and one that outlives the frame is a graph break."""
+
+    def __iter__(self):  # pragma: no cover  (a type for isinstance only)
+        return self
+
+    def __next__(self):  # pragma: no cover
+        raise StopIteration
+
+
 def _iter_kind(args) -> Any:
-    v = args[0] if len(args) == 1 else None
-    if isinstance(v, TupleValue):                       # (namedtuples, torch.Size too)
+    if len(args) != 1:
+        return UnknownIterator
+    v = args[0]
+    if isinstance(v, ListValue):
+        return None                                     # a list iterator
+    if isinstance(v, (TupleValue, TensorValue)):        # (namedtuples, torch.Size; a tensor's rows)
         return _TUPLE_ITERATOR
-    if isinstance(v, ConstantValue) and isinstance(v.value, range):
-        return _RANGE_ITERATOR
-    if isinstance(v, ConstantValue) and isinstance(v.value, tuple):
-        return _TUPLE_ITERATOR
-    if isinstance(v, DictValue) and v.cls is dict:
-        return _DICT_KEY_ITERATOR
+    if isinstance(v, ConstantValue) and type(v.value) in (range, tuple, str, bytes, frozenset):
+        return type(iter(v.value))
+    if isinstance(v, DictValue):
+        return type(iter(v.cls()))
     if isinstance(v, DictViewValue):
-        return {"keys": _DICT_KEY_ITERATOR, "values": _DICT_VALUE_ITERATOR, "items": _DICT_ITEM_ITERATOR}[v.kind]
-    return None
+        return type(iter(getattr(v.dict_value.cls(), v.kind)()))
+    if isinstance(v, SetValue):
+        return type(iter(set()))
+    if isinstance(v, DequeValue):
+        return type(iter(collections.deque()))
+    return UnknownIterator
 
 
 def _reversed_kind(args) -> Any:
@@ -301,4 +324,4 @@ def _groupby(tx, args, kwargs):
 BUILTINS[itertools.groupby] = _groupby
 
 
-__all__ = ["REBUILD", "CountValue", "GroupbyValue", "RepeatValue"]
+__all__ = ["REBUILD", "CountValue", "GroupbyValue", "RepeatValue", "UnknownIterator"]
