@@ -1,7 +1,8 @@
 """More rows of ``builtins_rules.BUILTINS``: the stdlib that models use around tensor code.
 
-    itertools     chain (+ from_iterable), product, accumulate, islice, zip_longest, repeat,
+    itertools     chain (+ from_iterable), product, accumulate, islice, zip_longest,
                   combinations, permutations, pairwise, starmap, takewhile, dropwhile, compress
+                  (count, repeat, groupby and returned iterators: stdlib_iterators.py)
     collections   OrderedDict, defaultdict
     operator      itemgetter, attrgetter, methodcaller, the operators missing from builtins_rules
     functools     lru_cache / cache wrappers: called at trace time on constant (or identity-
@@ -114,15 +115,6 @@ def _zip_longest(tx, args, kwargs):
     seqs = [items_of(tx, a) for a in args]
     n = max((len(s) for s in seqs), default=0)
     return _it((TupleValue([s[i] if i < len(s) else fill for s in seqs]) for i in range(n)), itertools.zip_longest)
-
-
-@builtin(itertools.repeat)
-def _repeat(tx, args, kwargs):
-    times = args[1] if len(args) > 1 else kwargs.get("times")
-    if times is None:
-        raise Unsupported("itertools.repeat() without `times` is infinite",
-                          "Pass times=, or zip it with a finite sequence outside the compiled region.")
-    return _it([args[0]] * _int(times, "repeat"))
 
 
 def _combinatoric(fn):

@@ -238,9 +238,6 @@ class RepeatValue(LazyIterValue):
         return "itertools.repeat"
 
 
-_finite_repeat = BUILTINS[itertools.repeat]
-
-
 def _repeat(tx, args, kwargs):
     times = args[1] if len(args) > 1 else kwargs.get("times")
     obj = args[0] if args else kwargs.get("object")
@@ -250,9 +247,10 @@ def _repeat(tx, args, kwargs):
         v = RepeatValue(None, "itertools.repeat", obj)
         v.pull = lambda tx: v.obj
         return v
-    r = _finite_repeat(tx, [obj, times], {})
-    r.kind = itertools.repeat
-    return r
+    n = hub.as_constant(times, specialize=True)
+    if not n[0] or not isinstance(n[1], int):
+        raise Unsupported(f"itertools.repeat() {times.describe()} times")
+    return IteratorValue([obj] * max(n[1], 0), kind=itertools.repeat)
 
 
 BUILTINS[itertools.repeat] = _repeat
