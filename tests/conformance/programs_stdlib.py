@@ -534,3 +534,29 @@ def typing_isinstance_special_aliases(a):
     xs = [a]
     return a + isinstance(xs, List) + isinstance({}, typing.Dict) + isinstance(3, Optional[int]) \
         + isinstance(None, Union[int, None]) + isinstance(a, int | torch.Tensor)
+
+
+@T.case(rn(3))
+def islice_of_count_and_repeat(a):
+    firsts = list(itertools.islice(itertools.count(2, 3), 4))
+    pads = list(itertools.islice(itertools.repeat(a), 1, 3))
+    return a * firsts[-1], firsts, sum(pads)
+
+
+@T.case(rn(3))
+def takewhile_of_count(a):
+    small = list(itertools.takewhile(lambda n: n * n < 20, itertools.count(1)))
+    return a + len(small), small
+
+
+def _squares(n):
+    for i in range(n):
+        yield i * i
+
+
+@T.case(rn(3))
+def islice_of_generator_leaves_the_rest(a):
+    g = _squares(6)
+    head = list(itertools.islice(g, 2))
+    rest = list(g)
+    return a + sum(head), head, rest

@@ -104,9 +104,19 @@ def _accumulate(tx, args, kwargs):
 
 @builtin(itertools.islice)
 def _islice(tx, args, kwargs):
-    items = items_of(tx, args[0])
     bounds = _consts(args[1:], "islice")
-    return _it(items[slice(*bounds)] if len(bounds) != 1 else items[:bounds[0]], itertools.islice)
+    if not 1 <= len(bounds) <= 3 or kwargs:
+        raise PythonError.of(TypeError("islice expected 2 to 4 arguments"))
+    if any(b is not None and (not isinstance(b, int) or b < 0) for b in bounds):
+        raise PythonError.of(ValueError("Indices for islice() must be None or an integer: 0 <= x <= sys.maxsize."))
+    cut = slice(*bounds) if len(bounds) != 1 else slice(bounds[0])
+    if hub.is_lazy(args[0]) and cut.stop is not None:     # a generator, itertools.count...: as far as islice reads
+        items = []
+        while len(items) < cut.stop and (v := hub.iter_next(tx, args[0])) is not None:
+            items.append(v)
+    else:
+        items = items_of(tx, args[0])
+    return _it(items[cut], itertools.islice)
 
 
 @builtin(itertools.zip_longest)
@@ -145,6 +155,10 @@ def _starmap(tx, args, kwargs):
 @builtin(itertools.takewhile)
 def _takewhile(tx, args, kwargs):
     out = []
+    if hub.is_lazy(args[1]):                              # a generator, itertools.count...: item by item
+        while (item := hub.iter_next(tx, args[1])) is not None and truth(tx, _call(tx, args[0], [item])):
+            out.append(item)
+        return _it(out, itertools.takewhile)
     for item in items_of(tx, args[1]):
         if not truth(tx, _call(tx, args[0], [item])):
             break
