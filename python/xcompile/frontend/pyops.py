@@ -269,6 +269,9 @@ def _same_object(a: Value, b: Value) -> bool | None:
 
 
 def is_op(a: Value, b: Value) -> bool:
+    if getattr(a, "identity_unknown", False) or getattr(b, "identity_unknown", False):
+        raise Unsupported(f"`is` on {(a if getattr(a, 'identity_unknown', False) else b).describe()}",
+                          "Whether two such ints are one object is only known at run time; compare them with ==.")
     if isinstance(a, ConstantValue) and isinstance(b, ConstantValue):
         return a.value is b.value
     same = _same_object(a, b)

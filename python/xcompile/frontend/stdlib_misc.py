@@ -72,6 +72,7 @@ class FakeIdValue(Value):
     object's value (one FakeIdValue per object, so equal ids are the same FakeIdValue)."""
 
     target: Any
+    identity_unknown = True      # `id(a) is id(a)` is False in eager, `i is i` True: `is` breaks (pyops.is_op)
 
     def python_type(self) -> type:
         return int
