@@ -22,6 +22,7 @@ from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
 from .effects import with_side_effects
 from .exc import BackendCompilerFailed, CacheLimitExceeded
+from .frontend import tensor_classes
 from .frontend.capture import FrameState
 from .frontend.exc import TorchRuntimeError, Unsupported
 from .guards.lower import lower_guards, lower_output_spec
@@ -208,6 +209,7 @@ class ConvertFrame:
     def _install(self, code, captured):
         compiled = numpy_io.wrap_compiled(_keeping_grad_mode(self._compile_graph(code, captured), captured),
                                           captured.gm)
+        compiled = tensor_classes.wrap_compiled(compiled, captured.gm)     # tensor subclass inputs / outputs
         n_inputs = len(captured.input_sources)
         if captured.guards.refresh is not None:
             captured.guards.refresh()             # what the backend added to the shape guards
@@ -224,6 +226,7 @@ class ConvertFrame:
         compiled = numpy_io.wrap_compiled(
             _keeping_grad_mode(self._compile_graph(code, broken.captured), broken.captured)
             if broken.has_graph else None, broken.captured.gm)
+        compiled = tensor_classes.wrap_compiled(compiled, broken.captured.gm)
         if compiled is not None:
             # the runner runs with the callback set (its resume functions are compiled), the
             # graph never: what it runs (FX forwards, kernel wrappers, AOT) is not user code

@@ -504,6 +504,65 @@ class MyTensor(torch.Tensor):
     def doubled(self):
         return self * 2
 
+    @property
+    def twice(self):
+        return self + self
+
+    unit = 3
+
 
 def _my_tensor():
     return torch.randn(3).as_subclass(MyTensor)
+
+
+def _my_leaf():
+    return torch.Tensor._make_subclass(MyTensor, torch.randn(3), True)
+
+
+@T.case(obj(_my_tensor))
+def subclass_input_ops_keep_class(x):
+    return x * 2 + 1, (x * 3).sin()
+
+
+@T.case(obj(_my_tensor))
+def subclass_methods_property_class_attribute(x):
+    return x.doubled().sum(), x.twice, x * x.unit
+
+
+@T.case(obj(_my_tensor), rn(3))
+def subclass_mixed_with_plain_tensor(x, y):
+    return x + y, y * x, torch.stack([x, y])
+
+
+@T.case(obj(_my_tensor))
+def subclass_type_checks(x):
+    y = x + 1
+    return isinstance(y, MyTensor), type(y).__name__, isinstance(x.sum(), MyTensor), y
+
+
+@T.case(obj(_my_tensor))
+def subclass_returned_in_containers(x):
+    return x, [x * 2], {"s": x.sum(), "parts": (x[0], x[1:])}
+
+
+@T.case(obj(_my_leaf), grad=True)
+def subclass_leaf_grads(x):
+    return x.doubled() * x
+
+
+@T.case(rn(3))
+def make_subclass_in_frame(x):
+    t = torch.Tensor._make_subclass(MyTensor, x)
+    return t * 2, t.doubled()
+
+
+@T.case(rn(3))
+def as_subclass_in_frame(x):
+    t = (x + 1).as_subclass(MyTensor)
+    return t * 2, t.twice, isinstance(t, MyTensor)
+
+
+@T.case(obj(_my_tensor))
+def subclass_input_mutated_in_place(x):
+    x.mul_(2)
+    return x.add(1)

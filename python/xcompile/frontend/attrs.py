@@ -16,6 +16,7 @@ from .exc import PythonError, Unsupported
 from .global_reads import guard_module_property
 from .seq_subclasses import storage_method as seq_storage_method
 from .tensor_attrs import tensor_instance_attr
+from .tensor_classes import subclass_member
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -171,6 +172,8 @@ def object_attr(tx: "Tracer", v: Value, obj: Any, name: str, *, covered: bool,
 
 # -- one reader per value class ------------------------------------------------------------------------------
 def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
+    if v.cls is not torch.Tensor and (member := subclass_member(tx, v, name)) is not None:
+        return member                                 # a method of a torch.Tensor subclass
     if name in rules.TENSOR_ATTRS_FORBIDDEN:
         raise Unsupported(rules.TENSOR_ATTRS_FORBIDDEN[name], "Read it outside the compiled region.")
     if name in rules.TENSOR_ATTRS_AS_OPS:

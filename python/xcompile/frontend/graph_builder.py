@@ -41,6 +41,7 @@ from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource
 from . import scalars
 from .exc import TorchRuntimeError, Unsupported
 from .shapes import ShapePolicy, ShapeSource, make_shape_env
+from .tensor_classes import subclass_result
 from .values import (
     ConstantValue,
     DictValue,
@@ -338,7 +339,7 @@ class GraphBuilder:
                 return ConstantValue(result)
             raise Unsupported(f"{what} returned {type(result).__name__}, which cannot be traced")
         node = self.graph.create_node(kind, target, pargs, pkwargs)
-        return self.wrap_result(node, result)
+        return subclass_result(target, args, kwargs, self.wrap_result(node, result))   # (tensor_classes.py)
 
     def sym_sequence(self, node: torch.fx.Node, fake: Any) -> Value:
         """A torch.Size / tuple of ints, some symbolic: one ``getitem`` node per symbolic item."""

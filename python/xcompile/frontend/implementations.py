@@ -24,5 +24,6 @@ from . import (  # noqa: F401  (each registers its operations in the hub)
     stdlib_deque,
     stdlib_iterators,
     stdlib_misc,
+    tensor_subclasses,
     user_objects,
 )

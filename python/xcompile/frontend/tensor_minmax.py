@@ -37,7 +37,7 @@ def _check_one_element(v: TensorValue) -> None:
     if n == 0:
         raise PythonError.of(RuntimeError("Boolean value of Tensor with no values is ambiguous"))
     if n != 1:
-        raise PythonError.of(RuntimeError("Boolean value of Tensor with more than one element is ambiguous"))
+        raise PythonError.of(RuntimeError("Boolean value of Tensor with more than one value is ambiguous"))
 
 
 def _is_number(v: Value) -> bool:

@@ -21,6 +21,7 @@ from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource
 from . import hub, rules, tracing_rules
 from .exc import Unsupported
 from .side_effects import BlindList, BlindSet
+from .tensor_classes import check_tensor_class, mark
 from .values import (
     BoundMethodValue,
     BuiltinValue,
@@ -56,17 +57,20 @@ def _needs_guard(source, covered) -> bool:
 
 
 def _tensor(tx: "Tracer", t: torch.Tensor, source, covered) -> Value:
-    if type(t) not in (torch.Tensor, torch.nn.Parameter):
-        raise Unsupported(f"tensor subclass {type(t).__name__}", "Pass plain torch.Tensor inputs.")
+    sub = check_tensor_class(t)             # a plain torch.Tensor subclass, or Unsupported (tensor_classes.py)
     known = tx.gb.by_id.get(id(t))
     if known is not None:
         if _needs_guard(source, covered):
             tx.guards.alias(source, known.source if known.source in tx.gb.input_sources else None, t)
         return known
     if covered or source is None:
+        if sub is not None:
+            raise Unsupported(f"tensor subclass {sub.__name__} reached as a module attribute or constant",
+                              "Pass it as an argument of the compiled function.")
         return tx.gb.get_attr(t, source)
     tx.guards.tensor_input(source, t)
-    return tx.gb.placeholder(t, source)
+    v = tx.gb.placeholder(t, source)
+    return v if sub is None else mark(v, sub)
 
 
 def _module(tx, m, source, covered) -> Value:

@@ -1,0 +1,316 @@
+"""Containers and classes (issue 17) beyond the conformance table (tests/conformance/programs_classes.py):
+what it cannot check (the state of input tensors after the call, recompiles, object identity,
+dicts keyed by tensors returned to the caller, lazy modules drawing random numbers) and the
+constructs that break, with their reasons."""
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import xcompile
+from xcompile.frontend.exc import Unsupported
+from xcompile.testing import CompileCounter
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    xcompile.reset()
+    yield
+    xcompile.reset()
+
+
+def _compiled(fn, **kw):
+    cnt = CompileCounter()
+    return xcompile.compile(fn, backend=cnt, **kw), cnt
+
+
+def _break_reason(fn, *args) -> str:
+    with pytest.raises(Unsupported) as info:
+        xcompile.compile(fn, fullgraph=True, backend="eager")(*args)
+    return str(info.value)
+
+
+# -- dicts keyed by tensors -----------------------------------------------------------------------------------
+def test_returned_dict_keyed_by_inputs_holds_the_callers_tensors():
+    def f(x, y):
+        return {x: x + 1, y: 2}
+
+    x, y = torch.randn(3), torch.randn(3)
+    c, cnt = _compiled(f, fullgraph=True)
+    out = c(x, y)
+    keys = list(out)
+    assert keys[0] is x and keys[1] is y and cnt.frame_count == 1
+    assert torch.equal(out[x], x + 1) and out[y] == 2
+
+
+def test_dict_keyed_by_a_tensor_made_in_the_frame_is_returned_with_it():
+    def f(x):
+        y = x * 2
+        return {y: "y"}, y
+
+    c, _ = _compiled(f, fullgraph=True)
+    d, y = c(torch.randn(3))
+    assert list(d) == [y] and list(d)[0] is y
+
+
+def test_tensor_keys_compare_by_identity_not_value():
+    def f(x):
+        y = x.clone()
+        d = {x: 1}
+        return y in d, x in d, d.get(y, 0)
+
+    c, _ = _compiled(f, fullgraph=True)
+    assert c(torch.ones(3)) == (False, True, 0)
+
+
+def test_dict_with_tensor_keys_from_outside_breaks():
+    x = torch.randn(3)
+    assert "dict with non-constant keys" in _break_reason(lambda d, t: d[t] * t, {x: 2}, x)
+
+
+# -- min / max ------------------------------------------------------------------------------------------------
+def test_max_of_multi_element_tensors_raises_eagers_error_catchably():
+    def f(x, y):
+        z = x + 1
+        try:
+            return max(z, y)
+        except RuntimeError as e:
+            return z, str(e)
+
+    c, cnt = _compiled(f, fullgraph=True)
+    x, y = torch.randn(3), torch.randn(3)
+    (a, msg), (e, eager_msg) = c(x, y), f(x, y)
+    assert torch.equal(a, e) and msg == eager_msg
+    assert cnt.frame_count == 1
+
+
+def test_max_tensor_and_number_breaks_with_the_reason():
+    reason = _break_reason(lambda x: max(x, 0.5) * 1, torch.randn(1))
+    assert "max() of a tensor and a number" in reason and "torch.clamp" in reason
+
+
+def test_max_of_tensors_of_different_dtypes_breaks():
+    assert "different dtypes or shapes" in _break_reason(lambda x: max(x, x.double()) * 1, torch.randn(1))
+
+
+def test_max_with_constant_key_over_tensors():
+    def f(x, y):
+        return max([x, y], key=len) * 2, min([x, y], key=lambda t: t.shape[0]) + 1
+
+    c, cnt = _compiled(f, fullgraph=True)
+    x, y = torch.randn(3), torch.randn(2)
+    for a, b in zip(c(x, y), f(x, y)):
+        assert torch.equal(a, b)
+    assert cnt.frame_count == 1
+
+
+def test_max_with_a_tensor_valued_key_breaks():
+    assert "key" in _break_reason(lambda x, y: max([x, y], key=lambda t: t.sum()), torch.randn(3), torch.randn(3))
+
+
+# -- modules and parameters made in the frame ------------------------------------------------------------------
+def test_parameter_made_in_the_frame_breaks_like_torch_compile():
+    reason = _break_reason(lambda x: x * nn.Parameter(torch.ones(3)), torch.randn(3))
+    assert "Attempted to use `torch.nn.Parameter()` constructor" in reason
+    assert "Try to construct `torch.nn.Parameter()` outside the compiled region." in reason
+
+
+def test_linear_made_in_forward_breaks_and_leaves_the_rng_alone():
+    reason = _break_reason(lambda x: nn.Linear(4, 4)(x), torch.randn(2, 4))
+    assert "torch.nn.Parameter()" in reason
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    with pytest.raises(Unsupported):
+        xcompile.compile(lambda: nn.Linear(4, 4), fullgraph=True, backend="eager")()
+    assert torch.equal(torch.get_rng_state(), before)
+
+
+def test_linear_made_in_forward_without_fullgraph_runs_eagerly():
+    def f(x):
+        return nn.Linear(4, 4)(x).shape
+
+    c, _ = _compiled(f)
+    assert c(torch.randn(2, 4)) == torch.Size([2, 4])
+
+
+def test_user_module_made_in_the_frame_breaks_with_a_reason():
+    class Scale(nn.Module):
+        def __init__(self, k):
+            super().__init__()
+            self.k = k
+
+        def forward(self, x):
+            return x * self.k
+
+    reason = _break_reason(lambda x: Scale(3)(x), torch.randn(3))
+    assert "creating" in reason and "Scale" in reason and "nn.Module subclass" in reason
+
+
+def test_lazy_linear_initialized_on_the_first_call_like_eager():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.l = nn.LazyLinear(3)
+
+        def forward(self, x):
+            return self.l(x).relu()
+
+    torch.manual_seed(0)
+    eager, compiled_m = M(), M()
+    cnt = CompileCounter()
+    c = xcompile.compile(compiled_m, fullgraph=True, backend=cnt)
+    for i in range(2):
+        x = torch.randn(2, 5)
+        torch.manual_seed(10 + i)
+        e = eager(x)
+        torch.manual_seed(10 + i)
+        a = c(x)
+        assert torch.allclose(a, e)
+    assert type(compiled_m.l) is nn.Linear and compiled_m.l.in_features == 5
+    assert torch.equal(compiled_m.l.weight, eager.l.weight)
+    assert cnt.frame_count == 1
+
+
+# -- attributes on tensors -------------------------------------------------------------------------------------
+def test_attribute_set_on_an_input_tensor_is_set_on_the_callers_tensor():
+    def f(x):
+        x.tag = 2
+        x.twice = x * 2
+        return x * x.tag
+
+    c, cnt = _compiled(f, fullgraph=True)
+    x = torch.randn(3)
+    out = c(x)
+    assert x.tag == 2 and torch.equal(x.twice, x * 2) and torch.equal(out, x * 2)
+    y = torch.randn(3)
+    c(y)
+    assert y.tag == 2 and cnt.frame_count == 1
+
+
+def test_deleted_attribute_is_gone_after_the_call():
+    def f(x):
+        x.tmp = 1
+        r = x + x.tmp
+        del x.tmp
+        return r
+
+    c, _ = _compiled(f, fullgraph=True)
+    x = torch.randn(3)
+    c(x)
+    assert not hasattr(x, "tmp")
+
+
+def test_existing_tensor_attribute_is_guarded():
+    def f(x):
+        return x * getattr(x, "scale", 1)
+
+    c, cnt = _compiled(f, fullgraph=True)
+    x = torch.ones(2)
+    assert torch.equal(c(x), x)
+    x.scale = 3
+    assert torch.equal(c(x), x * 3)
+    x.scale = 4
+    assert torch.equal(c(x), x * 4)
+    assert cnt.frame_count == 3
+
+
+def test_attribute_on_a_tensor_made_in_the_frame_breaks():
+    def f(x):
+        y = x + 1
+        y.tag = 3
+        return y * y.tag
+
+    assert "made in the compiled region" in _break_reason(f, torch.randn(3))
+
+
+def test_assigning_tensor_own_attributes_breaks():
+    def f(x):
+        x.requires_grad = True
+        return x * 2
+
+    assert "Tensor.requires_grad" in _break_reason(f, torch.randn(3))
+
+
+# -- tensor subclasses ----------------------------------------------------------------------------------------
+class MyTensor(torch.Tensor):
+    def doubled(self):
+        return self * 2
+
+
+class Logged(torch.Tensor):
+    log: list = []
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        cls.log.append(func.__name__)
+        return super().__torch_function__(func, types, args, kwargs or {})
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_plain_subclass_input_keeps_its_class_on_every_backend(backend):
+    def f(x, y):
+        return x.doubled() + y, x, (x * 3).sum()
+
+    c = xcompile.compile(f, fullgraph=True, backend=backend)
+    x, y = torch.randn(3).as_subclass(MyTensor), torch.randn(3)
+    a, same, s = c(x, y)
+    assert type(a) is MyTensor and type(s) is MyTensor and same is x
+    assert torch.allclose(a.as_subclass(torch.Tensor), (x * 2 + y).as_subclass(torch.Tensor))
+
+
+def test_plain_subclass_and_plain_tensor_inputs_do_not_share_an_entry():
+    c, cnt = _compiled(lambda x: x + 1, fullgraph=True)
+    assert type(c(torch.randn(3))) is torch.Tensor
+    assert type(c(torch.randn(3).as_subclass(MyTensor))) is MyTensor
+    assert type(c(torch.randn(3))) is torch.Tensor
+    assert cnt.frame_count == 2
+
+
+def test_plain_subclass_across_a_graph_break():
+    def f(x):
+        y = x * 2
+        print("", end="")
+        return y.doubled() + 1
+
+    c, cnt = _compiled(f)
+    x = torch.randn(3).as_subclass(MyTensor)
+    out = c(x)
+    expected = (x * 4 + 1).as_subclass(torch.Tensor)
+    assert type(out) is MyTensor and torch.allclose(out.as_subclass(torch.Tensor), expected)
+
+
+def test_subclass_with_its_own_torch_function_breaks():
+    reason = _break_reason(lambda x: x + 1, torch.randn(3).as_subclass(Logged))
+    assert "Logged with its own __torch_function__" in reason
+
+
+def test_subclass_with_its_own_torch_function_runs_eagerly_without_fullgraph():
+    Logged.log.clear()
+    c, _ = _compiled(lambda x: torch.add(x, 1).relu())
+    out = c(torch.randn(3).as_subclass(Logged))
+    assert type(out) is Logged and Logged.log == ["add", "relu"]
+
+
+def test_dispatch_subclass_breaks():
+    from torch.testing._internal.two_tensor import TwoTensor
+
+    reason = _break_reason(lambda x: x * 2, TwoTensor(torch.randn(3), torch.randn(3)))
+    assert "TwoTensor with __torch_dispatch__" in reason
+
+
+def test_as_subclass_back_to_plain_tensor():
+    def f(x):
+        t = (x + 1).as_subclass(MyTensor)
+        return t.as_subclass(torch.Tensor) * 2, t
+
+    c, _ = _compiled(f, fullgraph=True)
+    plain, sub = c(torch.randn(3))
+    assert type(plain) is torch.Tensor and type(sub) is MyTensor
+
+
+def test_make_subclass_requiring_grad_breaks():
+    def f(x):
+        return torch.Tensor._make_subclass(MyTensor, x, True) * 2
+
+    assert "require_grad=True" in _break_reason(f, torch.randn(3))
