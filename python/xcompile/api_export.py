@@ -23,6 +23,7 @@ grad mode it leaves behind (``ExportError``).
 from __future__ import annotations
 
 import builtins
+import copy
 import inspect
 import re
 import types
@@ -139,17 +140,67 @@ def _capture(fs: FrameState) -> CapturedGraph:
     if not isinstance(result, graph_break.WholeFrame):      # (fullgraph=True raises on a break)
         raise ExportError(f"export: {fs.code.co_name} did not trace to one graph ({type(result).__name__})")
     captured = result.captured
-    effects = captured.side_effects
-    if effects is not None and (effects.steps or effects.result is not None):
-        what = "; ".join(effects.described) or "it returns objects made inside it"
-        raise ExportError(f"export: {fs.code.co_name} changes Python state outside the graph ({what}). "
-                          "An exported graph holds tensor computation only: move the mutation out of the "
-                          "function or return the values instead.")
+    lasting = _lasting_effects(captured, fs)
+    if lasting:
+        raise ExportError(f"export: {fs.code.co_name} changes Python state outside the graph "
+                          f"({'; '.join(lasting)}). An exported graph holds tensor computation only: move the "
+                          "mutation out of the function or return the values instead.")
     if captured.grad_mode_after is not None:
         raise ExportError(f"export: {fs.code.co_name} leaves grad mode "
                           f"{'enabled' if captured.grad_mode_after else 'disabled'} (torch.set_grad_enabled "
                           "called outside a `with`); use it as a context manager inside the function")
     return captured
+
+
+_MISSING = object()
+
+
+def _lasting_effects(captured: CapturedGraph, fs: FrameState) -> list[str]:
+    """The side effects of the trace an exported graph would lose, described. Not lost: changes
+    to the frame's own ``*args``/``**kwargs`` (made per call) and attribute or global stores that
+    put back the value already there (a library's ``state.flag = True ... state.flag = False``)."""
+    plan = captured.side_effects
+    if plan is None or not plan.steps:
+        return []
+    code = fs.code
+    star = {code.co_varnames[code.co_argcount + code.co_kwonlyargcount + i]
+            for i in range(bool(code.co_flags & inspect.CO_VARARGS) + bool(code.co_flags & inspect.CO_VARKEYWORDS))}
+    frame = (fs.f_locals, fs.f_globals, fs.f_builtins, fs.closure)
+
+    def target(spec: Any) -> tuple[Any, Any]:
+        if spec[0] != "slot":
+            return None, _MISSING
+        src = captured.passthrough_sources[spec[1]]
+        return src, src.fetch(*frame)
+
+    def same(now: Any, spec: Any) -> bool:
+        if spec is None:
+            return now is _MISSING
+        return spec[0] == "const" and (now is spec[1] or (type(now) is type(spec[1]) and now == spec[1]))
+
+    lasting = []
+    for step, text in zip(plan.steps, plan.described or [""] * len(plan.steps)):
+        src, obj = target(getattr(step, "target", ("?",)))
+        if src is not None and _root_local(src) in star:
+            continue
+        if step[0] == "attrs" and obj is not _MISSING and \
+                all(same(getattr(obj, n, _MISSING), p) for n, p in step.attrs):
+            continue
+        if step[0] == "global" and same(step.globals.get(step.name, _MISSING), step.value):
+            continue
+        lasting.append(text or step[0])
+    return lasting
+
+
+def _python_result(captured: CapturedGraph, fs: FrameState, outs: list, passed: Callable) -> Any:
+    """The result only Python builds (objects made in the frame: a ModelOutput...), with the
+    graph's output nodes in place of tensors and placeholders in place of the arguments it holds
+    (``passed``); rebuilt by pytree when it knows the class."""
+    plan = captured.side_effects
+    objects = [passed(src) for src in captured.passthrough_sources[:plan.n_objects]]
+    only_result = copy.copy(plan)
+    only_result.steps = []
+    return only_result.apply(outs, objects)
 
 
 # -- the exported graph ----------------------------------------------------------------------------------
@@ -173,6 +224,19 @@ def _export(f, args, kwargs, *, aten_graph, pre_dispatch, decomposition_table, t
                                                        pytree.tree_flatten(tuple(flat_args))[1], out_spec))
     gm.recompile()
     return ExportResult(gm, _guards(captured))
+
+
+def _holds_node(x: Any, depth: int = 4) -> bool:
+    if isinstance(x, torch.fx.Node):
+        return True
+    if depth == 0:
+        return False
+    if isinstance(x, (list, tuple, set, frozenset)):
+        return any(_holds_node(i, depth - 1) for i in x)
+    if isinstance(x, dict):
+        return any(_holds_node(i, depth - 1) for i in x.values())
+    d = getattr(x, "__dict__", None)
+    return isinstance(d, dict) and any(_holds_node(i, depth - 1) for i in d.values())
 
 
 def _root_local(source: Any) -> str | None:
@@ -210,6 +274,20 @@ def _flatten_signature(captured: CapturedGraph, fs: FrameState, flat_args: list,
             return g.get_attr(name)
         return value
 
+    def constant_attr(value: Any) -> Any:
+        """Any other constant result (a dtype, a tensor, an object) as an attribute of the module:
+        the generated code cannot spell every value."""
+        if isinstance(value, torch.Tensor):
+            return constant(value, "constant")
+        name = _free_name(root, f"constant_{type(value).__name__.lower()}")
+        setattr(root, name, value)
+        return g.get_attr(name)
+
+    classes = {n.meta["tensor_class"].__name__ for n in captured.gm.graph.nodes if n.meta.get("tensor_class")}
+    if classes:
+        raise ExportError(f"export: {fs.code.co_name} takes or returns tensor subclass instances "
+                          f"({', '.join(sorted(classes))}); export works on plain tensors (pass .as_subclass("
+                          "torch.Tensor) and convert the results outside)")
     env: dict[torch.fx.Node, Any] = {}
     placeholders = [n for n in captured.gm.graph.nodes if n.op == "placeholder"]
     for node, source, example in zip(placeholders, captured.input_sources, captured.example_inputs):
@@ -231,19 +309,25 @@ def _flatten_signature(captured: CapturedGraph, fs: FrameState, flat_args: list,
     outs = g.graph_copy(captured.gm.graph, env)
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
 
+    def passed(src: Any) -> Any:
+        """A value from outside the frame handed back as it is: an argument's placeholder, else a
+        constant (a global...)."""
+        value = src.fetch(fs.f_locals, fs.f_globals, fs.f_builtins, fs.closure)
+        i = by_id.get(id(value))
+        return leaves[i] if i is not None else constant(value, _identifier(src.name()))
+
     def build(spec: Any) -> Any:
         kind = spec[0]
         if kind == "out":
+            if spec[1] == len(outs) and captured.side_effects is not None and captured.side_effects.result is not None:
+                return _python_result(captured, fs, outs, passed)
             return outs[spec[1]]
         if kind == "const":
             if type(spec[1]) is torch.Size:            # (the code printer would write a tuple)
                 return g.call_function(torch.Size, (list(spec[1]),))
             return constant(spec[1], "constant")
         if kind == "source":
-            src = captured.passthrough_sources[spec[1]]
-            value = src.fetch(fs.f_locals, fs.f_globals, fs.f_builtins, fs.closure)
-            i = by_id.get(id(value))
-            return leaves[i] if i is not None else constant(value, _identifier(src.name()))
+            return passed(captured.passthrough_sources[spec[1]])
         if kind in ("tuple", "list"):
             items = [build(p) for p in spec[1]]
             return tuple(items) if kind == "tuple" else items
@@ -259,6 +343,14 @@ def _flatten_signature(captured: CapturedGraph, fs: FrameState, flat_args: list,
 
     result = build(captured.output)
     out_leaves, out_spec = pytree.tree_flatten(result)
+    for i, leaf in enumerate(out_leaves):
+        if isinstance(leaf, torch.fx.Node) or leaf is None or type(leaf) in (int, float, bool, str):
+            continue
+        if _holds_node(leaf):
+            raise ExportError(f"export: {fs.code.co_name} returns a {type(leaf).__qualname__} holding tensors, "
+                              "which pytree cannot flatten. Register the class with "
+                              "torch.utils._pytree.register_pytree_node, or return a tuple, list or dict.")
+        out_leaves[i] = constant_attr(leaf)
     g.output(tuple(out_leaves))      # (no dead-code pass: it would drop in-place updates)
     gm = torch.fx.GraphModule(root, g)
     gm.meta["xcompile_out_spec"] = out_spec

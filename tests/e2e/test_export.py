@@ -4,6 +4,7 @@ Each exported graph is compared with eager on fresh inputs, and its op count wit
 ``torch._dynamo.export``'s on the same function (the reference; tests only).
 """
 import collections
+import dataclasses
 import subprocess
 import sys
 import textwrap
@@ -107,6 +108,60 @@ def test_a_tensor_inside_an_argument_object_is_an_error_not_a_constant():
 
     with pytest.raises(xcompile.ExportError, match=r"L\['h'\]\.w.*not a leaf"):
         xcompile.export(f, Holder(torch.randn(3)), torch.randn(3))
+
+
+@dataclasses.dataclass
+class Out:
+    value: torch.Tensor
+    extra: int
+
+
+torch.utils._pytree.register_dataclass(Out)
+
+
+class Flags:
+    busy = False
+
+
+FLAGS = Flags()
+
+
+def test_results_built_in_python_and_harmless_state_changes():
+    def f(x, **kwargs):
+        scale = kwargs.pop("scale")              # the frame's own **kwargs: made per call
+        FLAGS.busy = True                        # set and put back, as libraries do
+        y = x * scale
+        FLAGS.busy = False
+        return Out(y, 3), {"x": x}
+
+    gm, _ = xcompile.export(f, torch.randn(3), scale=2.0)
+    x = torch.randn(3)
+    out, d = gm(x, scale=2.0)
+    assert isinstance(out, Out) and out.extra == 3 and d["x"] is x
+    torch.testing.assert_close(out.value, x * 2)
+    assert FLAGS.busy is False
+
+    def leaves_it_set(x):
+        FLAGS.busy = True
+        return x + 1
+
+    with pytest.raises(xcompile.ExportError, match="changes Python state"):
+        xcompile.export(leaves_it_set, torch.randn(3))
+    assert FLAGS.busy is False
+
+
+def test_unflattenable_results_and_subclasses_are_errors():
+    class Bag:
+        def __init__(self, t):
+            self.t = t
+
+    class Mine(torch.Tensor):
+        pass
+
+    with pytest.raises(xcompile.ExportError, match="returns a .*Bag holding tensors"):
+        xcompile.export(lambda x: Bag(x + 1), torch.randn(3))
+    with pytest.raises(xcompile.ExportError, match="tensor subclass instances .Mine"):
+        xcompile.export(lambda x: (x * 2).as_subclass(Mine), torch.randn(3))
 
 
 def test_both_call_forms_and_the_result_unpacks():
