@@ -499,6 +499,21 @@ def input_tensor_attribute_string_in_fstring(x):
     return x + 1, f"{x.label}-{x.dim()}"
 
 
+@T.case(rn(3))
+def made_tensor_attribute_set_and_read(x):
+    y = x + 1
+    y.tag = 3
+    y.halved = y / 2
+    return y * y.tag + y.halved, hasattr(y, "tag"), hasattr(x, "tag")
+
+
+@T.case(rn(3))
+def inplace_result_attribute_is_the_inputs(x):
+    y = x.mul_(2)
+    y.seen = 7
+    return x * x.seen
+
+
 # -- tensor subclasses passed in --------------------------------------------------------------------------------
 class MyTensor(torch.Tensor):
     def doubled(self):

@@ -57,6 +57,8 @@ REFERENCE_BUGS = {
     "classes.list_subclass_inplace_add_keeps_class": "torch.compile (2.13) turns `b += [...]` on a list subclass "
                                                      "into a plain list",
     "classes.input_tensor_attribute_deleted": "torch.compile (2.13) cannot `del` an attribute it set on a tensor",
+    "classes.inplace_result_attribute_is_the_inputs": "torch.compile (2.13) does not see an attribute set through "
+                                                      "the result of an in-place op on the input (AttributeError)",
 }
 
 

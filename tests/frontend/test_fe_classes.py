@@ -215,13 +215,41 @@ def test_existing_tensor_attribute_is_guarded():
     assert cnt.frame_count == 3
 
 
-def test_attribute_on_a_tensor_made_in_the_frame_breaks():
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_attribute_on_a_tensor_made_in_the_frame_is_on_the_returned_tensor(backend):
     def f(x):
         y = x + 1
         y.tag = 3
-        return y * y.tag
+        y.twice = y * 2
+        return y * y.tag, y
 
-    assert "made in the compiled region" in _break_reason(f, torch.randn(3))
+    c = xcompile.compile(f, fullgraph=True, backend=backend)
+    x = torch.randn(3)
+    r, y = c(x)
+    assert torch.allclose(r, (x + 1) * 3) and y.tag == 3 and torch.allclose(y.twice, (x + 1) * 2)
+
+
+def test_attribute_set_through_an_inplace_result_is_on_the_input():
+    def f(x):
+        y = x.add_(1)
+        y.tag = 5
+        return x.tag * x
+
+    c, _ = _compiled(f, fullgraph=True)
+    x = torch.zeros(2)
+    assert torch.equal(c(x), torch.full((2,), 5.0)) and x.tag == 5
+
+
+def test_attribute_on_a_made_tensor_across_a_graph_break():
+    def f(x):
+        y = x * 2
+        y.t = 4
+        print("", end="")
+        return y.t * y, y
+
+    c, _ = _compiled(f)
+    r, y = c(torch.ones(2))
+    assert torch.equal(r, torch.full((2,), 8.0)) and y.t == 4
 
 
 def test_assigning_tensor_own_attributes_breaks():

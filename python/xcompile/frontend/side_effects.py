@@ -350,6 +350,8 @@ class SpecBuilder:
         return Slot("slot", self.out._passthrough(src).slot)
 
     def where(self, where: Source | Any) -> tuple:
+        if isinstance(where, TensorValue):             # a tensor made in the frame (tensor_attrs.py)
+            return self.value(where)
         return self.slot(where) if isinstance(where, Source) else Const("const", where)
 
     def target(self, t: _Target) -> tuple:

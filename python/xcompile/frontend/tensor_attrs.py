@@ -7,14 +7,19 @@ of the trace, applied to the real tensor with ``setattr`` after the graph ran. R
 tensor's ``__dict__`` guards its keys (so an attribute found missing, ``getattr(t, "n", 0)``,
 recompiles once it exists) and the value read.
 
+A tensor made in the frame has no real object at trace time: its attributes are side effects on
+the value itself (one value per tensor), read back from there; after the graph ran they are set
+on the graph's output for it (``SpecBuilder.where`` makes the tensor an output), which is the
+object the caller gets. What an in-place op returns is the tensor it changed.
+
 Names that torch.Tensor itself defines (``requires_grad``, ``grad``, ``data``, methods...) are
-not instance attributes and stay with ``attrs.py``; a tensor made inside the frame has no real
-object to carry the attribute out, so writing one is Unsupported.
+not instance attributes and stay with ``attrs.py``.
 """
 from __future__ import annotations
 
 import inspect
-from typing import TYPE_CHECKING
+import weakref
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -30,8 +35,26 @@ if TYPE_CHECKING:
 _MISSING = object()
 
 
-def _real(tx: "Tracer", v: TensorValue) -> torch.Tensor | None:
-    return tx.gb.real_tensor(v) if v.source is not None else None
+def _outside(tx: "Tracer", v: TensorValue) -> tuple[TensorValue, torch.Tensor] | None:
+    """The value and the real tensor from outside the frame that ``v`` is (itself, or what an
+    in-place op on it returned), None for a tensor made in the frame."""
+    if v.source is None:
+        for known in tx.gb.by_id.values():
+            if known.fake is v.fake and known.source is not None:
+                v = known
+                break
+        else:
+            return None
+    real = tx.gb.real_tensor(v)
+    return None if real is None else (v, real)
+
+
+# per trace (its SideEffects): id(fake) -> the one value standing for a tensor made in the frame
+_MADE_HERE: "weakref.WeakKeyDictionary[Any, dict[int, TensorValue]]" = weakref.WeakKeyDictionary()
+
+
+def _made_here(tx: "Tracer", v: TensorValue) -> TensorValue:
+    return _MADE_HERE.setdefault(tx.side_effects, {}).setdefault(id(v.fake), v)
 
 
 def is_instance_attr_name(name: str) -> bool:
@@ -41,9 +64,11 @@ def is_instance_attr_name(name: str) -> bool:
 
 def tensor_instance_attr(tx: "Tracer", v: TensorValue, name: str) -> Value | None:
     """``v.name`` from the tensor's ``__dict__`` (None when it has no such attribute)."""
-    real = _real(tx, v)
-    if real is None:
-        return None
+    outside = _outside(tx, v)
+    if outside is None:                        # made in the frame: only what the trace stored
+        here = _made_here(tx, v)
+        return hub.stored_attribute(tx, here, name, None)
+    v, real = outside
     stored = hub.stored_attribute(tx, real, name, v)           # AttrMissing when deleted
     if stored is not None:
         return stored
@@ -60,11 +85,15 @@ def store_tensor_attr(tx: "Tracer", v: TensorValue, name: str, value: Value | No
     if not is_instance_attr_name(name):
         raise Unsupported(f"assignment to Tensor.{name} of {v.describe()}",
                           "Only plain Python attributes of tensors can be assigned in a compiled region.")
-    real = _real(tx, v)
-    if real is None:
-        raise Unsupported(f"assignment to attribute {name!r} of {v.describe()}, a tensor made in the "
-                          "compiled region", "Set Python attributes on tensors passed in, or outside the "
-                          "compiled region.")
+    outside = _outside(tx, v)
+    if outside is None:                        # made in the frame: set on the graph's output after it
+        here = _made_here(tx, v)
+        if here.cls.__setattr__ is not object.__setattr__:
+            raise Unsupported(f"assignment to attribute {name!r} of a {here.cls.__name__}, whose class "
+                              "defines __setattr__")
+        tx.side_effects.store_attr(here, here, name, DELETED if value is None else value)
+        return
+    v, real = outside
     if type(real).__setattr__ is not object.__setattr__:
         raise Unsupported(f"assignment to attribute {name!r} of a {type(real).__name__}, whose class "
                           "defines __setattr__")
