@@ -228,6 +228,39 @@ def _inference_method_module():
 T.build("inference_mode_decorated_module_method", _inference_method_module, rn(5, 4))
 
 
+# -- context managers applied as decorators inside the frame ------------------------------------------------
+def _times_two(t):
+    return t * 2
+
+
+@T.case(rg(3, 4), grad=True)
+def no_grad_applied_in_frame(a):
+    g = torch.no_grad()(_times_two)
+    y = g(a)
+    return a * y, y.requires_grad, torch.is_grad_enabled()
+
+
+@T.case(rg(3, 4), grad=True)
+def enable_grad_applied_in_frame_under_no_grad(a):
+    with torch.no_grad():
+        g = torch.enable_grad()(_times_two)
+        y = g(a)
+    return y, y.requires_grad
+
+
+@T.case(rn(3, 4))
+def inference_mode_applied_in_frame(a):
+    g = torch.inference_mode()(_times_two)
+    return g(a) + 0
+
+
+@T.case(rn(4, 4), atol=1e-2, rtol=1e-2)
+def autocast_applied_in_frame_to_lambda(a):
+    g = torch.autocast("cpu", dtype=torch.bfloat16)(lambda t: t @ t)
+    y = g(a)
+    return y, y.dtype
+
+
 # -- autocast -----------------------------------------------------------------------------------------------
 @torch.autocast("cpu", dtype=torch.bfloat16)
 def _ac_mm(t):

@@ -198,6 +198,34 @@ def test_inference_mode_block_values_and_flags_like_torch_compile(backend):
     assert _state() == (True, False, False)
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_decorator_applied_in_frame_exits_when_the_function_raises(backend):
+    # (torch.compile 2.13 leaves grad mode off after this program: checked against eager only)
+    def fn(x):
+        def raiser(t):
+            raise ValueError("boom")
+        g = torch.no_grad()(raiser)
+        try:
+            g(x)
+        except ValueError:
+            pass
+        return x * 2, torch.is_grad_enabled()
+
+    x = torch.randn(3, requires_grad=True)
+    out, on = xcompile.compile(fn, backend=backend, fullgraph=True)(x)
+    assert on is True and out.requires_grad and _state() == (True, False, False)
+
+
+def test_set_grad_enabled_applied_in_frame_breaks_like_the_decorator():
+    def fn(x):
+        g = torch.set_grad_enabled(False)(lambda t: t * 2)
+        return g(x)
+
+    with pytest.raises(Unsupported, match="marked as skipped"):
+        xcompile.compile(fn, fullgraph=True)(torch.randn(3))
+    assert _state() == (True, False, False)
+
+
 # -- FX tracers meeting a compiled function --------------------------------------------------------------------
 def _body(x):
     return x.sin() + 1

@@ -58,14 +58,14 @@ def _call(tx: "Tracer", fn: Value, args: list[Value]) -> Value:
 # -- entering -----------------------------------------------------------------------------------------------
 def enter_context(tx: "Tracer", ctx: Value) -> tuple[Value, Value]:
     if isinstance(ctx, AutocastValue):
-        return ctx, _enter_autocast(tx, ctx)
+        return ctx, enter_autocast(tx, ctx)
     if isinstance(ctx, GeneratorContextValue):
         return ctx, _enter_generator(tx, ctx)
     if isinstance(ctx, ContextValue):
         return ctx, _CONTEXTS[type(ctx)][0](tx, ctx)
     if isinstance(real_object(ctx), torch.amp.autocast_mode.autocast):    # @torch.autocast(...)'s
         autocast = _real_autocast(tx, ctx)                               # instance, entered
-        return autocast, _enter_autocast(tx, autocast)
+        return autocast, enter_autocast(tx, autocast)
     try:
         enter = load_attr(tx, ctx, "__enter__")
         exit_fn = load_attr(tx, ctx, "__exit__")
@@ -80,7 +80,7 @@ def enter_context(tx: "Tracer", ctx: Value) -> tuple[Value, Value]:
 
 def exit_context(tx: "Tracer", ctx: Value, args: list[Value]) -> Value:
     if isinstance(ctx, AutocastValue):
-        _exit_autocast(tx, ctx)
+        exit_autocast(tx, ctx)
         return ConstantValue(None)
     if isinstance(ctx, GeneratorContextValue):
         return _exit_generator(tx, ctx, args)
@@ -120,7 +120,7 @@ def _real_autocast(tx: "Tracer", v: Value) -> AutocastValue:
     return AutocastValue(device, dtype, enabled, cache_enabled)
 
 
-def _enter_autocast(tx: "Tracer", ctx: AutocastValue) -> Value:
+def enter_autocast(tx: "Tracer", ctx: AutocastValue) -> Value:
     gb = tx.gb
     ctx.node = gb.graph.call_function(torch.amp._enter_autocast,
                                       (ctx.device_type, ctx.dtype, ctx.enabled, ctx.cache_enabled))
@@ -128,7 +128,7 @@ def _enter_autocast(tx: "Tracer", ctx: AutocastValue) -> Value:
     return ctx
 
 
-def _exit_autocast(tx: "Tracer", ctx: AutocastValue) -> None:
+def exit_autocast(tx: "Tracer", ctx: AutocastValue) -> None:
     gb = tx.gb
     gb.graph.call_function(torch.amp._exit_autocast, (ctx.node,))
     gb.autocast_modes.pop()

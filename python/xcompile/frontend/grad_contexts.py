@@ -16,19 +16,30 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
 from ..guards.sources import AttrSource
 from . import hub
 from .builtins_table import builtin
-from .calls import register_context_value, register_torch_op_rule
+from .calls import register_caller, register_context_value, register_torch_op_rule
 from .codegen import _CONTEXT_REMAKERS
-from .contexts import ContextValue, register_context
-from .exc import Unsupported
-from .values import ConstantValue, Value, real_object
+from .contexts import ContextValue, enter_autocast, exit_autocast, register_context
+from .exc import PythonError, Unsupported
+from .values import (
+    AutocastValue,
+    BoundMethodValue,
+    ConstantValue,
+    FunctionValue,
+    GradModeValue,
+    NestedFunctionValue,
+    PartialValue,
+    Value,
+    real_object,
+)
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -148,6 +159,71 @@ def _set_grad_enabled_clone(tx: "Tracer", args, kwargs) -> Value:
 
 
 register_torch_op_rule(torch.set_grad_enabled.clone, _set_grad_enabled_clone)
+
+
+# -- a context manager applied as a decorator inside the frame: torch.no_grad()(fn) ------------------------------
+@dataclass(eq=False)
+class ContextDecoratedValue(Value):
+    """``ctx(fn)`` made in the frame (``torch.no_grad()(f)``, ``torch.autocast(...)(f)``): each call
+    runs ``fn`` inside a fresh copy of ``ctx``, as the decorators of torch.utils._contextlib and
+    torch.autocast do."""
+
+    ctx: Value
+    fn: Value
+
+    def python_type(self) -> type:
+        return types.FunctionType
+
+    def describe(self) -> str:
+        return f"{self.fn.describe()} decorated with {self.ctx.describe()}"
+
+
+def _grad_enter(tx: "Tracer", ctx: GradModeValue) -> None:
+    ctx.exit_to = tx.gb.grad_enabled
+    hub.switch_grad_mode(tx, ctx.enabled)
+
+
+def _grad_exit(tx: "Tracer", ctx: GradModeValue) -> None:
+    assert ctx.exit_to is not None
+    hub.switch_grad_mode(tx, ctx.exit_to)
+
+
+# context value class -> (a fresh copy, enter(tx, ctx), exit(tx, ctx))
+_DECORATING: dict[type, tuple[Callable[[Any], Value], Callable[..., Any], Callable[..., Any]]] = {
+    GradModeValue: (lambda c: GradModeValue(c.enabled), _grad_enter, _grad_exit),
+    InferenceModeValue: (lambda c: InferenceModeValue(c.mode), _enter_inference, _exit_inference),
+    AutocastValue: (lambda c: AutocastValue(c.device_type, c.dtype, c.enabled, c.cache_enabled),
+                    enter_autocast, lambda tx, c: exit_autocast(tx, c)),
+}
+_DECORATABLE = (FunctionValue, NestedFunctionValue, BoundMethodValue, PartialValue)
+
+
+def _decorate(tx: "Tracer", ctx: Value, args, kwargs) -> Value:
+    if isinstance(ctx, GradModeValue) and ctx.prev is not None:
+        raise _skipped("set_grad_enabled.clone", "torch.set_grad_enabled(mode) used as a decorator is not "
+                       "traced; use `with torch.set_grad_enabled(mode):` inside the function.")
+    if kwargs or len(args) != 1 or not isinstance(args[0], _DECORATABLE):
+        raise Unsupported(f"calling {ctx.describe()}",
+                          "A context manager called inside the region must decorate one function.")
+    return ContextDecoratedValue(ctx, args[0])
+
+
+def _call_decorated(tx: "Tracer", v: ContextDecoratedValue, args, kwargs) -> Value:
+    fresh, enter, exit_ = _DECORATING[type(v.ctx)]
+    ctx = fresh(v.ctx)
+    enter(tx, ctx)
+    try:
+        result = hub.call_value(tx, v.fn, list(args), dict(kwargs))
+    except PythonError:                       # the decorator's `with` exits on the way out
+        exit_(tx, ctx)
+        raise
+    exit_(tx, ctx)
+    return result
+
+
+for _value_cls in _DECORATING:
+    register_caller(_value_cls, _decorate)
+register_caller(ContextDecoratedValue, _call_decorated)
 
 
 # -- profilers ----------------------------------------------------------------------------------------------
