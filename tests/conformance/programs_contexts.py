@@ -360,6 +360,15 @@ def _autocast_forward_module():
 T.build("autocast_decorated_forward", _autocast_forward_module, rn(3, 4), atol=1e-2, rtol=1e-2)
 
 
+@T.case(rn(4, 4), atol=1e-2, rtol=1e-2)
+def cpu_amp_autocast_spelling(a):
+    with torch.cpu.amp.autocast(dtype=torch.bfloat16):
+        y = a @ a
+        with torch.cpu.amp.autocast(enabled=False):
+            z = a @ a
+    return y, z, y.dtype, z.dtype
+
+
 # -- profilers (ignored, as torch.compile ignores them) ------------------------------------------------------
 @T.case(rn(3, 4))
 def autograd_profiler_profile_block(a):

@@ -226,6 +226,25 @@ for _value_cls in _DECORATING:
 register_caller(ContextDecoratedValue, _call_decorated)
 
 
+# -- torch.cpu.amp.autocast / torch.cuda.amp.autocast (deprecated spellings of torch.autocast) -------------------
+def _device_autocast(device: str, default_dtype: torch.dtype):
+    def make(tx: "Tracer", args, kwargs) -> Value:
+        named = dict(zip(("enabled", "dtype", "cache_enabled"), args)) | kwargs
+        if len(args) > 3 or set(named) - {"enabled", "dtype", "cache_enabled"}:
+            raise Unsupported(f"torch.{device}.amp.autocast with unexpected arguments")
+        vals = {k: hub.as_constant(v) for k, v in named.items()}
+        if not all(ok for ok, _ in vals.values()):
+            raise Unsupported(f"torch.{device}.amp.autocast with non-constant arguments")
+        get = {k: c for k, (_, c) in vals.items()}
+        return hub.make_autocast(device, get.get("dtype", default_dtype), get.get("enabled", True),
+                                 get.get("cache_enabled", True))
+    return make
+
+
+builtin(torch.cpu.amp.autocast)(_device_autocast("cpu", torch.bfloat16))
+builtin(torch.cuda.amp.autocast)(_device_autocast("cuda", torch.float16))
+
+
 # -- profilers ----------------------------------------------------------------------------------------------
 @dataclass(eq=False)
 class ProfilerValue(ContextValue):
