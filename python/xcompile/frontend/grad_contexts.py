@@ -53,7 +53,7 @@ def _skipped(what: str, hint: str | None = None, verb: str = "call") -> Unsuppor
 
 
 # -- torch._C._set_grad_enabled ----------------------------------------------------------------------------
-def _c_set_grad_enabled(tx: "Tracer", args, kwargs) -> Value:
+def _c_set_grad_enabled(tx: "Tracer", args, kwargs) -> Value | None:
     if kwargs or len(args) != 1:
         return None                                            # eager's TypeError (FORBIDDEN breaks)
     ok, enabled = hub.as_constant(args[0])
