@@ -194,6 +194,38 @@ def tuple_subclass_constant_methods(x):
     return x * p.count(2), p.index(3), p == (1, 2, 2, 3), p[1:], len(p)
 
 
+# -- list / tuple subclass instances passed in --------------------------------------------------------------
+class Coords(tuple):
+    def __new__(cls, a, b):
+        return super().__new__(cls, (a, b))
+
+    def norm2(self):
+        return self[0] * self[0] + self[1] * self[1]
+
+
+@T.case(obj(Batch, [rn(3), rn(3)]))
+def list_subclass_input_methods(b):
+    return b.total() * len(b), b[0], [t * 2 for t in b], isinstance(b, Batch)
+
+
+@T.case(obj(Batch, [rn(3)]), rn(3))
+def list_subclass_input_mutated(b, x):
+    b.append(x * 2)
+    b[0] = b[0] + 1
+    return len(b), b.total()
+
+
+@T.case(obj(Pair, [rn(3), rn(3)]))
+def tuple_subclass_input_property(p):
+    return p.first * 2, p.swapped(), len(p), p + (1,)
+
+
+@T.case(obj(Coords, rn(3), rn(3)))
+def tuple_subclass_input_with_own_new(c):
+    a, b = c
+    return c.norm2(), a - b, torch.stack([a, b])
+
+
 # -- dict subclasses -----------------------------------------------------------------------------------------
 class Config(dict):
     def get_or(self, k, d):

@@ -342,3 +342,57 @@ def test_make_subclass_requiring_grad_breaks():
         return torch.Tensor._make_subclass(MyTensor, x, True) * 2
 
     assert "require_grad=True" in _break_reason(f, torch.randn(3))
+
+
+# -- list / tuple subclass instances passed in ----------------------------------------------------------------
+class Batch(list):
+    def total(self):
+        return sum(self)
+
+
+class Odd(tuple):
+    def __getitem__(self, i):
+        return 5
+
+    def meth(self):
+        return 7
+
+
+def test_list_subclass_input_changes_are_replayed_on_the_real_object():
+    def f(b, x):
+        b.append(x)
+        b[0] = b[0] * 2
+        b += [x + 1]
+        b.tag = 3
+        return b, b.total()
+
+    c, cnt = _compiled(f, fullgraph=True)
+    b, x = Batch([torch.ones(2)]), torch.ones(2)
+    out, total = c(b, x)
+    assert out is b and type(b) is Batch and len(b) == 3 and b.tag == 3
+    assert torch.equal(b[0], torch.full((2,), 2.0)) and torch.equal(total, torch.full((2,), 5.0))
+    c(Batch([torch.ones(2)]), x)
+    assert cnt.frame_count == 1
+    c(Batch([torch.ones(2), torch.ones(2)]), x)          # another length: a new entry
+    assert cnt.frame_count == 2
+
+
+def test_list_subclass_input_appended_without_reading_is_not_length_guarded():
+    def f(b, x):
+        b.append(x)
+        return x + 1
+
+    c, cnt = _compiled(f, fullgraph=True)
+    for n in (1, 2, 3):
+        b = Batch([0] * n)
+        c(b, torch.ones(1))
+        assert len(b) == n + 1
+    assert cnt.frame_count == 1
+
+
+def test_tuple_subclass_overriding_getitem_is_a_plain_object():
+    def f(p):
+        return p.meth(), p[0]
+
+    c, _ = _compiled(f)
+    assert c(Odd((1, 2))) == (7, 5)

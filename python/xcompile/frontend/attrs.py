@@ -115,7 +115,7 @@ def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any,
         if name == "copy" and obj_v.storage.cls is collections.OrderedDict:   # self.__class__(self)
             return PartialValue(ClassValue(cls), [obj_v], {})
         return storage_method(obj_v.storage, name)          # dict.keys(self), super().__setitem__...
-    if isinstance(obj_v, NewObjectValue) and obj_v.storage is not None and \
+    if isinstance(obj_v, (NewObjectValue, UserObjectValue)) and obj_v.storage is not None and \
             getattr(raw, "__objclass__", None) in (list, tuple):
         return seq_storage_method(obj_v.storage, name)      # self.append(x), super().__getitem__(i)...
     if isinstance(raw, (types.MethodDescriptorType, types.WrapperDescriptorType, types.BuiltinFunctionType)):
@@ -212,7 +212,7 @@ def _user_object_attr(tx: "Tracer", v: UserObjectValue, name: str) -> Value:
         return stored
     cls = type(v.obj)
     if cls.__getattribute__ not in (object.__getattribute__, BaseException.__getattribute__,
-                                    dict.__getattribute__):
+                                    dict.__getattribute__, list.__getattribute__, tuple.__getattribute__):
         return _custom_getattribute(tx, v, cls, name)
     r = object_attr(tx, v, v.obj, name, covered=False)
     if r is MISSING:

@@ -49,6 +49,7 @@ from .values import (
     NewObjectValue,
     TensorValue,
     TupleValue,
+    UserObjectValue,
     Value,
     is_constant,
 )
@@ -249,7 +250,7 @@ class GraphBuilder:
         if isinstance(v, TupleValue) and v.cls is not tuple:
             raise Unsupported(f"passing a {v.describe()} to a torch operator",
                               "Pass its fields (plain tensors and constants) instead.")
-        if isinstance(v, NewObjectValue) and isinstance(v.storage, (TupleValue, ListValue)):
+        if isinstance(v, (NewObjectValue, UserObjectValue)) and isinstance(v.storage, (TupleValue, ListValue)):
             v = v.storage                # a list / tuple subclass: torch reads its items directly
         if isinstance(v, (TupleValue, ListValue)):
             pairs = [self.unpack(i) for i in v.items]

@@ -20,6 +20,7 @@ from . import (  # noqa: F401  (each registers its operations in the hub)
     numpy_tracing,
     pyops,
     scalars,
+    seq_subclass_inputs,
     seq_subclasses,
     stdlib_deque,
     stdlib_iterators,

@@ -27,6 +27,7 @@ from .values import (
     ObjectMethodValue,
     PartialValue,
     TupleValue,
+    UserObjectValue,
     Value,
 )
 
@@ -93,7 +94,7 @@ def _list_init(tx: "Tracer", args: list, kwargs: dict) -> Value:
 
 
 def _storage_of(v: Value) -> Value | None:
-    if isinstance(v, NewObjectValue) and isinstance(v.storage, (ListValue, TupleValue)):
+    if isinstance(v, (NewObjectValue, UserObjectValue)) and isinstance(v.storage, (ListValue, TupleValue)):
         return v.storage
     return None
 

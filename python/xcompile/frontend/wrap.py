@@ -223,6 +223,12 @@ def _builtin_table():
     return hub.BUILTINS
 
 
+def _tuple_like(cls: type) -> bool:
+    """tuple, a namedtuple or a structseq (torch.return_types): a TupleValue of that class. Other
+    tuple subclasses are objects (seq_subclass_inputs.py, or a generic user object)."""
+    return cls is tuple or hasattr(cls, "_fields") or hasattr(cls, "n_fields") or cls is torch.Size
+
+
 def _is_plain_dict(obj) -> bool:
     return type(obj) in (dict, collections.OrderedDict, collections.defaultdict)
 
@@ -233,7 +239,7 @@ _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
     (lambda o: type(o) is int, _int),
     (is_constant, _constant),
     (lambda o: type(o) is list, _list),
-    (lambda o: isinstance(o, tuple), _tuple),
+    (lambda o: isinstance(o, tuple) and _tuple_like(type(o)), _tuple),
     (_is_plain_dict, _dict),
     (lambda o: type(o) is set, _set),
     (lambda o: _is_hashable(o) and (o in rules.FOLD_AT_TRACE or o in rules.FORBIDDEN) or rules.is_torch_op(o),
