@@ -50,6 +50,28 @@ def test_inplace_ops_on_inputs_and_locals():
     check(fn, r(4), r(4))
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_ops_that_return_their_argument_return_the_same_object(backend):
+    # y = x.add_(1); y is x: eager hands back the argument itself (once: a new value, False)
+    import xcompile
+
+    def fn(x, buf):
+        y = x.add_(1)
+        z = x.mul_(2)
+        o = torch.add(x, 1, out=buf)
+        return (y is x, z is y, x.float() is x, x.to(torch.float32) is x, x.contiguous() is x,
+                o is buf, x.double() is x, x.t().contiguous() is x, y * 1, o)
+
+    xcompile.reset()
+    x, buf = torch.randn(3, 3), torch.empty(3, 3)
+    x2, buf2 = x.clone(), buf.clone()
+    got = xcompile.compile(fn, backend=backend, fullgraph=True)(x, buf)
+    want = fn(x2, buf2)
+    assert got[:8] == want[:8] == (True, True, True, True, True, True, False, False)
+    for a, b in zip(got[8:] + (x, buf), want[8:] + (x2, buf2)):
+        torch.testing.assert_close(a, b)
+
+
 def test_properties_and_metadata():
     def fn(x):
         n, m = x.shape

@@ -39,6 +39,7 @@ from torch.utils._pytree import tree_leaves, tree_map
 from .. import config
 from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
 from . import scalars
+from .dict_keys import has_value_keys
 from .exc import TorchRuntimeError, Unsupported
 from .shapes import ShapePolicy, ShapeSource, make_shape_env
 from .tensor_classes import subclass_result
@@ -124,7 +125,8 @@ class GraphBuilder:
         # which dims of tensor inputs are symbolic (frontend/shapes.py); set by the tracer
         self.shapes: ShapePolicy | None = None
         self.grad_enabled = grad_enabled
-        self.autocast_modes: list[tuple] = []          # active torch.autocast(...) arguments, innermost last
+        # active torch.autocast(...) arguments (or a callable making a mode: inference_mode), innermost last
+        self.autocast_modes: list[Any] = []
         # `with torch.device(d)` / torch.set_default_device(d) around the call: factory calls get
         # device=d in the graph, as the DeviceContext mode gives them in eager (the guards check
         # the mode stack, so the graph only runs under the same default device)
@@ -257,6 +259,8 @@ class GraphBuilder:
             kind = list if isinstance(v, ListValue) else tuple
             return kind(p for p, _ in pairs), kind(f for _, f in pairs)
         if isinstance(v, DictValue):
+            if has_value_keys(v.items):
+                raise Unsupported("passing a dict keyed by tensors or modules to a torch operator")
             by_key = {k: self.unpack(i) for k, i in v.items.items()}
             return {k: p for k, (p, _) in by_key.items()}, {k: f for k, (_, f) in by_key.items()}
         raise Unsupported(f"passing {v.describe()} to a torch operator",
@@ -340,6 +344,14 @@ class GraphBuilder:
                 return ConstantValue(result)
             raise Unsupported(f"{what} returned {type(result).__name__}, which cannot be traced")
         node = self.graph.create_node(kind, target, pargs, pkwargs)
+        if isinstance(result, torch.Tensor):
+            # an op that returns one of its arguments (x.add_(1), out=, a no-op x.float() or
+            # x.contiguous()): eager hands back that very object, so `y is x` holds; the node
+            # stays (an in-place op's effect), the value is the argument's
+            for a, f in zip([*args, *kwargs.values()], [*fargs, *fkwargs.values()]):
+                if f is result and type(a) is TensorValue:
+                    node.meta["example_value"] = result
+                    return a
         return subclass_result(target, args, kwargs, self.wrap_result(node, result))   # (tensor_classes.py)
 
     def sym_sequence(self, node: torch.fx.Node, fake: Any) -> Value:
