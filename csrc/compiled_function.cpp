@@ -170,6 +170,12 @@ PyObject* cf_vectorcall(PyObject* self_obj, PyObject* const* args, size_t nargsf
     PyErr_SetString(PyExc_RuntimeError, "CompiledFunction was cleared");
     return nullptr;
   }
+  if (g_force_eager) {  // set_stance("force_eager"): the original, nothing compiled or run
+    CallbackScope off(nullptr);
+    if (self->hooks) return PyObject_Vectorcall(self->hooks_module, args, nargsf, kwnames);
+    Prepended all(self->bound_self, args, nargs_in, kwnames);
+    return PyObject_Vectorcall(self->fn, all.data(), (size_t)all.nargs(), kwnames);
+  }
   if (self->hooks && (self->hooks->any() || self->hooks->forward_replaced(self->hooks_module))) {
     CallbackScope scope(self->callback);
     return PyObject_Vectorcall(self->hooks_module, args, nargsf, kwnames);

@@ -45,7 +45,7 @@ PyObject* eval_frame_hook(PyThreadState* tstate, Frame* frame, int throwflag) {
   PyObject* skip_once = t_state.skip_code_once;
   t_state.skip_code_once = nullptr;
   PyCodeObject* code = frame_code(frame);
-  if (callback == nullptr || throwflag || skip_once == (PyObject*)code ||
+  if (callback == nullptr || g_force_eager || throwflag || skip_once == (PyObject*)code ||
       (code->co_flags & kNeverHooked) || (code->co_flags & kFunctionBody) != kFunctionBody ||
       !frame_owned_by_thread(frame) || frame_has_frame_object(frame)) {
     return eval_frame_default(tstate, frame, throwflag);
@@ -84,5 +84,7 @@ PyObject* swap_callback(PyObject* cb) {
 }
 
 bool hook_installed() { return get_eval_frame() == eval_frame_hook; }
+
+bool g_force_eager = false;
 
 }  // namespace xc

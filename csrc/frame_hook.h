@@ -36,6 +36,10 @@ PyObject* swap_callback(PyObject* cb);
 // True while our eval-frame function is the interpreter's.
 bool hook_installed();
 
+// set_stance("force_eager"): process-wide, compiled code is neither run nor made; every frame
+// and CompiledFunction call runs its original code (checked once per hooked frame / call).
+extern bool g_force_eager;
+
 // Sets this thread's callback for a C++ scope and restores the previous one when the scope ends
 // (also on error paths). `cb` is borrowed; NULL means "no callback". A no-op when unchanged.
 class CallbackScope {

@@ -307,6 +307,10 @@ PYBIND11_MODULE(_C, m) {
     return t_state.callback ? py::reinterpret_borrow<py::object>(t_state.callback) : py::none();
   });
   m.def("hook_installed", &hook_installed, "Whether the eval-frame hook is installed.");
+  m.def(
+      "set_force_eager", [](bool on) { g_force_eager = on; },
+      "set_stance('force_eager'): run every compiled function's original code.");
+  m.def("get_force_eager", []() { return g_force_eager; });
   m.attr("NORMAL") = static_cast<int>(STATE_NORMAL);
   m.attr("SKIP") = static_cast<int>(STATE_SKIP);
   m.attr("NO_NEW") = static_cast<int>(STATE_NO_NEW);

@@ -19,6 +19,7 @@ from .api import (  # noqa: F401
 )
 from .api_export import ExportError, ExportResult, export  # noqa: F401
 from .api_numpy import wrap_numpy  # noqa: F401
+from .stance import set_stance  # noqa: F401
 from .api_shapes import mark_dynamic, mark_static, mark_static_address, maybe_mark_dynamic  # noqa: F401
 from .api_tracing import (  # noqa: F401
     allow_in_graph,

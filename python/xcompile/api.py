@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from . import _C, shape_state
+from . import _C, shape_state, stance
 from .backends.registry import INDUCTOR_OPTIONS
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
 from .convert_frame import ConvertFrame, RunOnly
@@ -181,6 +181,7 @@ def disable(fn=None, recursive: bool = True):
 def reset() -> None:
     """Forget every compiled entry and every per-code decision (skips, cache limits)."""
     _C.cache_clear_all()
+    stance.reset()                           # eager_then_compile's first calls seen
     reset_break_log()                        # the next graph break at a known place logs in full again
     shape_state.clear()                      # sizes seen: the next compiles start static again
     DIED_YOUNG.clear()

@@ -17,7 +17,7 @@ from typing import NamedTuple
 import torch
 from torch.utils._device import DeviceContext
 
-from . import _C, config, log, numpy_io
+from . import _C, config, log, numpy_io, stance
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
 from .effects import with_side_effects
@@ -122,6 +122,11 @@ class ConvertFrame:
             return None       # a user TorchFunctionMode is active: this call runs eagerly (its
             # __torch_function__ sees every op); the guards check the mode stack, so entries
             # compiled without it are not used meanwhile
+        if (stance.current().stance != "default" or stance.current().backend is not None) \
+                and not getattr(self, "ignores_stance", False):
+            decided, answer = stance.intercept(self, code, f_locals, f_globals, f_builtins, closure)
+            if decided:
+                return answer
         prepare_frontend()    # the first compile's imports, whole even if a signal arrives
         # One compilation at a time (the GIL is dropped while kernels build): a thread that
         # waited first looks at the entries the others added meanwhile.

@@ -18,3 +18,7 @@ class BackendCompilerFailed(RuntimeError):
 
 class CacheLimitExceeded(RuntimeError):
     """Raised instead of a warning when config.fail_on_cache_limit_hit is set."""
+
+
+class RecompileError(RuntimeError):
+    """A compile was needed while ``set_stance("fail_on_recompile")`` was in force."""
