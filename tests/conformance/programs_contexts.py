@@ -424,6 +424,24 @@ def record_function_in_called_function(a):
     return _record_function_helper(a) * a
 
 
+# -- saved-tensor hooks disabled around a block ---------------------------------------------------------------
+@T.case(rg(3, 4), grad=True)
+def disable_saved_tensors_hooks_block(a):
+    with torch.autograd.graph.disable_saved_tensors_hooks("no saved-tensor hooks here"):
+        y = a.sin() * a
+    return y.exp()
+
+
+def _no_hooks_helper(t):
+    with torch.autograd.graph.disable_saved_tensors_hooks("helper"):
+        return t.tanh()
+
+
+@T.case(rg(3, 4), grad=True)
+def disable_saved_tensors_hooks_in_called_function(a):
+    return _no_hooks_helper(a) * a
+
+
 # -- attributes deleted inside forward ----------------------------------------------------------------------
 def _set_then_delete_module():
     class M(torch.nn.Module):

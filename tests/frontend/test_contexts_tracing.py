@@ -82,6 +82,33 @@ def test_saved_tensors_hooks_still_run_at_the_break():
     torch.testing.assert_close(x.grad, (2 * (2 * x).cos()).detach())
 
 
+def test_disable_saved_tensors_hooks_flag_inside_and_restored():
+    def fn(x):
+        with torch.autograd.graph.disable_saved_tensors_hooks("nope"):
+            y = x.sin()
+            on = torch._C._autograd._saved_tensors_hooks_is_enabled()
+        return y, on
+
+    x = torch.randn(3, requires_grad=True)
+    for backend in ("eager", "aot_eager"):
+        xcompile.reset()
+        y, on = xcompile.compile(fn, backend=backend, fullgraph=True)(x)
+        assert on is False
+        assert torch._C._autograd._saved_tensors_hooks_is_enabled()
+        assert torch._C._autograd._saved_tensors_hooks_get_disabled_error_message() is None
+
+
+def test_hooks_registered_inside_a_disabled_block_raise_eagers_error():
+    def fn(x):
+        with torch.autograd.graph.disable_saved_tensors_hooks("hooks are off"):
+            with torch.autograd.graph.saved_tensors_hooks(lambda t: t, lambda t: t):
+                return x.sin()
+
+    with pytest.raises(RuntimeError, match="hooks are off"):
+        xcompile.compile(fn)(torch.randn(3, requires_grad=True))
+    assert torch._C._autograd._saved_tensors_hooks_is_enabled()
+
+
 # -- profilers: ignored, their object unusable inside ---------------------------------------------------------
 def test_profile_object_used_inside_breaks_instead_of_guessing():
     def fn(x):

@@ -8,6 +8,10 @@
                                            inside inference_mode(False), as c10::InferenceMode sets it)
     torch.profiler.profile(...),           ignored, as torch.compile ignores them: the block's ops are
     torch.autograd.profiler.profile(...)   traced; the object (``as p``) cannot be used in the region
+    disable_saved_tensors_hooks(msg)       graph nodes switch the flag off and back around the block
+    torch.cpu.amp.autocast(...) (and cuda) autocast blocks (contexts.py)
+    ctx(fn) inside the frame               torch.no_grad()(f), torch.autocast(...)(f): each call runs f
+                                           in a fresh copy of the context
     @torch.set_grad_enabled(b) functions,  graph breaks with torch.compile's reasons (it does not
     saved_tensors_hooks, save_on_cpu,      trace them either)
     emit_nvtx
@@ -274,6 +278,59 @@ for _cls, _what in _PROFILERS.items():
     builtin(_cls)(_make_profiler(_what))
 register_context(ProfilerValue, lambda tx, ctx: ctx, lambda tx, ctx, args: ConstantValue(None))
 _CONTEXT_REMAKERS[ProfilerValue] = lambda b, v: b.assign(b.const(contextlib.nullcontext) + "()", "ctx")
+
+
+# -- torch.autograd.graph.disable_saved_tensors_hooks(message) ------------------------------------------------
+@dataclass(eq=False)
+class SavedHooksDisabledValue(ContextValue):
+    """``disable_saved_tensors_hooks(message)``: graph nodes switch the flag off and back around the
+    block, as in torch.compile's graph (registering hooks inside the region breaks anyway)."""
+
+    message: str
+    node: Any = None
+
+    def describe(self) -> str:
+        return f"torch.autograd.graph.disable_saved_tensors_hooks({self.message!r})"
+
+
+def disable_saved_hooks(message: str) -> str | None:
+    """The graph's enter node: the previous state (its message, None when enabled)."""
+    prev = torch._C._autograd._saved_tensors_hooks_get_disabled_error_message()
+    torch._C._autograd._saved_tensors_hooks_disable(message)
+    return prev
+
+
+def restore_saved_hooks(prev: str | None) -> None:
+    """The graph's exit node (the contextmanager's finally)."""
+    if prev is None:
+        torch._C._autograd._saved_tensors_hooks_enable()
+    else:
+        torch._C._autograd._saved_tensors_hooks_disable(prev)
+
+
+def _disable_saved_hooks_call(tx: "Tracer", args, kwargs) -> Value:
+    named = dict(zip(("error_message",), args)) | kwargs
+    ok, message = hub.as_constant(named.get("error_message", ConstantValue(None)))
+    if len(args) > 1 or set(named) != {"error_message"} or not ok or not isinstance(message, str):
+        raise Unsupported("disable_saved_tensors_hooks with a non-constant message")
+    return SavedHooksDisabledValue(message)
+
+
+def _enter_saved_hooks(tx: "Tracer", ctx: SavedHooksDisabledValue) -> Value:
+    ctx.node = tx.gb.graph.call_function(disable_saved_hooks, (ctx.message,))
+    # what the block's calls see while tracing (_saved_tensors_hooks_is_enabled() folds so)
+    tx.gb.autocast_modes.append(functools.partial(torch.autograd.graph.disable_saved_tensors_hooks, ctx.message))
+    return ConstantValue(None)
+
+
+def _exit_saved_hooks(tx: "Tracer", ctx: SavedHooksDisabledValue, args) -> Value:
+    tx.gb.graph.call_function(restore_saved_hooks, (ctx.node,))
+    tx.gb.autocast_modes.pop()
+    return ConstantValue(False)
+
+
+register_torch_op_rule(torch.autograd.graph.disable_saved_tensors_hooks, _disable_saved_hooks_call)
+register_context(SavedHooksDisabledValue, _enter_saved_hooks, _exit_saved_hooks)
 
 
 # -- refused as torch.compile refuses them ------------------------------------------------------------------
