@@ -396,3 +396,37 @@ def test_tuple_subclass_overriding_getitem_is_a_plain_object():
 
     c, _ = _compiled(f)
     assert c(Odd((1, 2))) == (7, 5)
+
+
+class Tagged(list):
+    def __init__(self, items, scale):
+        super().__init__(items)
+        self.scale = scale
+
+
+class Named(dict):
+    def __init__(self, name, **kw):
+        super().__init__(**kw)
+        self.name = name
+
+
+class Labeled(tuple):
+    pass
+
+
+def test_subclasses_made_in_the_frame_come_back_with_their_attributes():
+    def f(x):
+        t = Tagged([x], 2)
+        t.append(x + 1)
+        n = Named("n", a=x)
+        lab = Labeled((x, 1))
+        lab.note = "hi"
+        return t, n, lab
+
+    c, cnt = _compiled(f, fullgraph=True)
+    x = torch.randn(3)
+    t, n, lab = c(x)
+    assert type(t) is Tagged and t.scale == 2 and len(t) == 2 and torch.equal(t[1], x + 1)
+    assert type(n) is Named and n.name == "n" and torch.equal(n["a"], x)
+    assert type(lab) is Labeled and lab.note == "hi" and lab[1] == 1
+    assert cnt.frame_count == 1

@@ -88,7 +88,9 @@ def storage_method(storage: Value, name: str) -> Value:
 @builtin(list.__init__)
 def _list_init(tx: "Tracer", args: list, kwargs: dict) -> Value:
     storage = args[0]
-    if not isinstance(storage, ListValue):
+    if _storage_of(storage) is not None:               # list.__init__(self, items) on the object
+        storage = _storage_of(storage)
+    if not isinstance(storage, ListValue) or storage.source is not None:
         raise Unsupported(f"list.__init__ on {storage.describe()}")
     return list_init(tx, storage, args[1:], kwargs)
 
