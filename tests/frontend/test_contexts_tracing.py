@@ -253,6 +253,62 @@ def test_set_grad_enabled_applied_in_frame_breaks_like_the_decorator():
     assert _state() == (True, False, False)
 
 
+def _break_in_inference_block(x):
+    with torch.inference_mode():
+        y = x * 2
+        print("", end="")
+        z = y + 1
+    return z
+
+
+@torch.inference_mode()
+def _breaking_inference_helper(t):
+    print("", end="")
+    return t * 3
+
+
+def _calls_breaking_inference_helper(x):
+    return _breaking_inference_helper(x) + 1
+
+
+def _break_in_autocast_block(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x
+        print("", end="")
+    return y
+
+
+def _break_between_c_set_grad_enabled(x):
+    torch._C._set_grad_enabled(False)
+    y = x * 2
+    print("", end="")
+    torch._C._set_grad_enabled(True)
+    return y * 3
+
+
+def _break_in_disabled_hooks_block(x):
+    with torch.autograd.graph.disable_saved_tensors_hooks("m"):
+        print("", end="")
+        y = x.sin()
+    return y
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("fn", [_break_in_inference_block, _calls_breaking_inference_helper,
+                                _break_in_autocast_block, _break_between_c_set_grad_enabled,
+                                _break_in_disabled_hooks_block])
+def test_graph_break_inside_a_context_keeps_results_and_state(fn, backend):
+    x = torch.randn(3, 3, requires_grad=True)
+    expected = fn(x)
+    compiled = xcompile.compile(fn, backend=backend)
+    for _ in range(2):
+        out = compiled(x)
+        assert out.dtype == expected.dtype and out.requires_grad == expected.requires_grad
+        torch.testing.assert_close(out.float(), expected.float(), atol=1e-2, rtol=1e-2)
+        assert _state() == (True, False, False)
+        assert torch._C._autograd._saved_tensors_hooks_is_enabled()
+
+
 # -- FX tracers meeting a compiled function --------------------------------------------------------------------
 def _body(x):
     return x.sin() + 1
