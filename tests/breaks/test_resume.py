@@ -559,3 +559,29 @@ def test_gradients_across_breaks_with_aot_eager():
         cf(x2).backward()
         torch.testing.assert_close(x2.grad, expected[0])
         torch.testing.assert_close(w.grad, expected[1])
+
+
+class _Registry(dict):
+    pass
+
+
+class _Items(list):
+    pass
+
+
+def _breaks(t):
+    xcompile.graph_break()
+    return t
+
+
+def test_method_of_a_container_subclass_made_in_the_frame_across_a_break():
+    # `d.update(...)` with the break inside its argument: the bound method on the stack is the
+    # contents' method; the runner rebuilt the contents as a second object, and the update went
+    # there (eager ['a', 'c'], compiled ['a'])
+    def f(x):
+        d = _Registry(a=x)
+        d.update(c=_breaks(x) * 3)
+        items = _Items([x])
+        items.append(_breaks(x) + 1)
+        return sorted(d), d["c"], len(items), items[1]
+    check(f, t4)

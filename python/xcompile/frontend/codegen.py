@@ -26,6 +26,7 @@ arguments, the graph's outputs and constants (``expr``), then renders the source
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import itertools
 import keyword
@@ -132,6 +133,7 @@ class RunnerBuilder:
         self.outputs: list[TensorValue | SymScalarValue] = []
         self._out_index: dict[Any, int] = {}
         self._memo: dict[int, str] = {}
+        self._owners: dict[int, Value] | None = None     # id(storage) -> its NewObjectValue
         self._keep: list[Any] = []
         self._names = itertools.count()
         self.exits: list[str] = []                # entered contexts' __exit__, outermost first
@@ -243,6 +245,9 @@ class RunnerBuilder:
         name = self._memo.get(id(v))
         if name is not None:
             return name
+        owner = self._storage_owner(v)
+        if owner is not None:                  # a dict/list subclass's contents: the instance itself
+            return self.expr(owner)
         if id(v) in self.built_by_effects:                # the side effects built this object
             name = self._memo[id(v)] = f"built[{id(v)}]"
             self._keep.append(v)
@@ -258,6 +263,41 @@ class RunnerBuilder:
         self._memo[id(v)] = name
         self._keep.append(v)
         return name
+
+    def _storage_owner(self, v: Value) -> Value | None:
+        """The object made in the frame whose dict/list contents ``v`` is (``d.update`` on a dict
+        subclass instance is a method of the contents): rebuilt once, as that object."""
+        if not isinstance(v, (DictValue, ListValue, TupleValue)):
+            return None
+        if self._owners is None:
+            self._owners = {}
+            seen: set[int] = set()
+            todo: list[Any] = []
+            frame: Any = self.frame
+            while frame is not None:
+                todo.extend(frame.stack)
+                todo.extend(frame.locals.values() if isinstance(frame.locals, dict) else frame.locals)
+                cells = frame.cells
+                todo.extend(cells.values() if isinstance(cells, dict) else cells or ())
+                frame = frame.parent
+            while todo:
+                x = todo.pop()
+                if isinstance(x, (list, tuple)):
+                    todo.extend(x)
+                    continue
+                if isinstance(x, dict):
+                    todo.extend(x.values())
+                    continue
+                if not isinstance(x, Value) or id(x) in seen:
+                    continue
+                seen.add(id(x))
+                if isinstance(x, NewObjectValue) and x.storage is not None:
+                    self._owners[id(x.storage)] = x
+                for f in dataclasses.fields(x):
+                    item = getattr(x, f.name, None)
+                    if isinstance(item, (Value, list, tuple, dict)):
+                        todo.append(item)
+        return self._owners.get(id(v))
 
     def bind(self, obj: object, name: str) -> None:
         """``name`` is the runner's expression for ``obj`` (a value, or a real cell) from now on."""

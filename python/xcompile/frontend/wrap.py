@@ -199,7 +199,15 @@ _METHOD_SELF_TYPES = (list, dict, collections.OrderedDict, collections.defaultdi
 def _is_container_method(o) -> bool:
     """``d.update`` / ``lst.append`` / ``t.add_`` as an object: a resume function gets one on its
     stack when a break happens inside the call's arguments (``d.update(f(x))``)."""
-    return isinstance(o, types.BuiltinMethodType) and type(getattr(o, "__self__", None)) in _METHOD_SELF_TYPES
+    if not isinstance(o, types.BuiltinMethodType):
+        return False
+    cls = type(getattr(o, "__self__", None))
+    if cls in _METHOD_SELF_TYPES:
+        return True
+    # a dict / list subclass instance's builtin method (the class does not override the name, so
+    # looking it up again on the object finds the same one)
+    base = next((b for b in (dict, list) if issubclass(cls, b)), None)
+    return base is not None and getattr(cls, o.__name__, None) is getattr(base, o.__name__, None)
 
 
 def _container_method(tx, obj, source, covered) -> Value:
