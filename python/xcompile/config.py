@@ -19,6 +19,17 @@ def _env_int(name: str, default: int) -> int:
         return default
 
 
+def _env_int_or_raw(name: str, default: int) -> int | str:
+    """An int, or the raw text where it is not one (for a check that names it where it is used)."""
+    v = os.environ.get(name)
+    if v is None:
+        return default
+    try:
+        return int(v)
+    except ValueError:
+        return v
+
+
 def _env_bool(name: str, default: bool) -> bool:
     v = os.environ.get(name)
     return default if v is None else v.strip().lower() in ("1", "true", "yes", "on")
@@ -71,6 +82,12 @@ verify: bool = _env_bool("XCOMPILE_CHECK", False)
 fallback_random: bool = False
 # Where compiled kernels are cached on disk.
 cache_dir: str = os.environ.get("XCOMPILE_CACHE_DIR", os.path.expanduser("~/.cache/xcompile"))
+# Size cap of cache_dir in MB: past it, the least recently used files are deleted (0: no cap).
+cache_size_cap_mb: float = _env_int("XCOMPILE_CACHE_SIZE_CAP_MB", 1024)
+# Warm start: compiled graphs are kept under cache_dir/warm (keyed by the captured graph, its
+# inputs' metadata, the knobs and the versions) and reused by a later process
+# (xcompile.save_cache_artifacts / load_cache_artifacts carry them between machines' dirs).
+warm_start: bool = _env_bool("XCOMPILE_WARM_START", True)
 
 # -- kernel generator (backend "inductor") ------------------------------------------------
 # Which emitter CPU graphs use: "cpp" (C++/OpenMP) or "triton" (TRITON_INTERPRET=1 on the CPU).
@@ -106,6 +123,24 @@ kernel_tile_transposes: bool = True
 # Triton: rows up to this many elements use persistent reductions; looped ones use this block.
 triton_persistent_rnumel: int = 1024
 triton_rblock: int = 256
+
+# -- the minifier (debug/minifier.py; torch's TORCHDYNAMO_REPRO_AFTER / _LEVEL) -------------------
+# Where to check compiles: "dynamo" (the backend's compile of each captured graph), "aot" (the
+# compile of each AOT forward / backward / inference graph), None (off).
+repro_after = os.environ.get("XCOMPILE_REPRO_AFTER") or None
+# 1: on a backend failure (compiling or running a graph), write the graph as a repro, unminified;
+# 2: on such a failure, minify the graph, then write the repro; 3: also run each compiled graph on
+# generated inputs when it is compiled (minify on an exception); 4: also compare its results with
+# eager's (float64 reference) and minify a mismatch.  A bad value is an error when it is used.
+repro_level: int | str = _env_int_or_raw("XCOMPILE_REPRO_LEVEL", 2)
+# Where repros go (run_<time>-pid_<pid>/minifier/repro.py under it); relative to the current
+# directory when one is written.
+repro_dir: str = os.environ.get("XCOMPILE_REPRO_DIR", "xcompile_repro")
+# The minifier stops after this many candidate graphs or seconds, keeping the smallest failing one.
+repro_max_attempts: int = _env_int("XCOMPILE_REPRO_MAX_ATTEMPTS", 300)
+repro_timeout: float = float(_env_int("XCOMPILE_REPRO_TIMEOUT", 300))
+# Level 4: results within this (absolute and relative) tolerance of eager's match.
+repro_tolerance: float = 1e-3
 
 _KNOBS: set[str] | None = None
 

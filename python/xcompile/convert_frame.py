@@ -20,6 +20,7 @@ from torch.utils._device import DeviceContext
 from . import _C, config, log, numpy_io, stance
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
+from .debug import timing
 from .effects import with_side_effects
 from .exc import BackendCompilerFailed, CacheLimitExceeded
 from .frontend import tensor_classes
@@ -187,7 +188,7 @@ class ConvertFrame:
         from .frontend import graph_break
 
         try:
-            with _user_hooks_deferred():
+            with _user_hooks_deferred(), timing.compiling(code.co_qualname), timing.timed("frontend.trace"):
                 result = graph_break.capture(frame, fullgraph=self.fullgraph, dynamic=self.dynamic)
         except Unsupported:
             raise                                 # fullgraph=True or error_on_graph_break
@@ -203,22 +204,25 @@ class ConvertFrame:
                           f"{type(e).__name__}: {e}", stacklevel=2)
             _C.set_code_state(code, SKIP)
             return None
-        if isinstance(result, graph_break.WholeFrame):
-            return _tagged(self._install(code, result.captured), code, f_locals)
-        if isinstance(result, graph_break.BrokenFrame):
-            return _tagged(self._install_broken(code, result), code, f_locals)
+        with timing.compiling(code.co_qualname):
+            if isinstance(result, graph_break.WholeFrame):
+                return _tagged(self._install(code, result.captured), code, f_locals)
+            if isinstance(result, graph_break.BrokenFrame):
+                return _tagged(self._install_broken(code, result), code, f_locals)
         _C.set_code_state(code, SKIP)             # EagerFrame: the frames it calls are still compiled
         EAGER_FRAMES.add(code)
         return None
 
     def _install(self, code, captured):
-        compiled = numpy_io.wrap_compiled(_keeping_grad_mode(self._compile_graph(code, captured), captured),
-                                          captured.gm)
+        with timing.timed("backend"):
+            compiled = self._compile_graph(code, captured)
+        compiled = numpy_io.wrap_compiled(_keeping_grad_mode(compiled, captured), captured.gm)
         compiled = tensor_classes.wrap_compiled(compiled, captured.gm)     # tensor subclass inputs / outputs
         n_inputs = len(captured.input_sources)
         if captured.guards.refresh is not None:
             captured.guards.refresh()             # what the backend added to the shape guards
-        guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
+        with timing.timed("guards.build"):
+            guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
         compiled, n_call = with_side_effects(captured, compiled, n_inputs, guard)   # mutations applied after it
         entry = _C.CacheEntry.graph(guard, compiled, n_call, lower_output_spec(captured.output, n_inputs))
@@ -228,9 +232,10 @@ class ConvertFrame:
 
     def _install_broken(self, code, broken):
         """A frame with a graph break: the cache entry runs the replacement code (a runner)."""
+        with timing.timed("backend"):
+            graph = self._compile_graph(code, broken.captured) if broken.has_graph else None
         compiled = numpy_io.wrap_compiled(
-            _keeping_grad_mode(self._compile_graph(code, broken.captured), broken.captured)
-            if broken.has_graph else None, broken.captured.gm)
+            _keeping_grad_mode(graph, broken.captured) if graph is not None else None, broken.captured.gm)
         compiled = tensor_classes.wrap_compiled(compiled, broken.captured.gm)
         if compiled is not None:
             # the runner runs with the callback set (its resume functions are compiled), the
@@ -242,7 +247,8 @@ class ConvertFrame:
                 broken.record.where, broken.source_text)
         if broken.captured.guards.refresh is not None:
             broken.captured.guards.refresh()
-        guard = lower_guards(broken.captured.guards, [], [])
+        with timing.timed("guards.build"):
+            guard = lower_guards(broken.captured.guards, [], [])
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
         entry = _C.CacheEntry.code(guard, runner)
         entry.owner = self._xc_backend_key
@@ -281,9 +287,13 @@ class ConvertFrame:
             return gm.forward
         knobs = {k: v for k, v in self.options.items() if k in INDUCTOR_OPTIONS} \
             if self.backend_name == "inductor" else {}
+        backend = self.backend
+        if config.repro_after is not None:        # the minifier (debug/minifier.py) checks this compile
+            from .debug.minifier import repro_backend
+            backend = repro_backend(backend, self.backend_name, knobs)
         try:
             with grad_on, config.patch(**knobs), _user_hooks_deferred():
-                compiled = self.backend(gm, list(captured.example_inputs))
+                compiled = backend(gm, list(captured.example_inputs))
         except Exception as e:
             if config.suppress_errors:
                 warnings.warn(f"xcompile: backend {self.backend_name!r} failed on {_where(code)}; "

@@ -34,6 +34,8 @@ import torch
 import torch.fx
 
 from .. import _C, config
+from ..debug import timing
+from ..debug.minifier import repro_compilers
 from ..log import enabled, log
 from .aliasing import independent_examples
 from .joint import Decompositions, fake_inputs, makes_fresh_sizes, trace_forward, trace_joint
@@ -81,6 +83,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
     fw_compiler = fw_compiler or run_as_is
     bw_compiler = bw_compiler or run_as_is
     inference_compiler = inference_compiler or fw_compiler
+    if config.repro_after is not None:        # the minifier (debug/minifier.py) checks these compiles
+        fw_compiler, bw_compiler, inference_compiler = repro_compilers(fw_compiler, bw_compiler, inference_compiler)
     decompositions = _keep_eager_rng(decompositions)
     partition_fn = POLICIES[partition]
 
@@ -121,6 +125,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
                 part.describe(), part.fw_gm.code, part.bw_gm.code)
         log("compile_times", "aot: joint trace %.1f ms, partition (%s) %.1f ms",
             (t1 - t0) * 1e3, part.policy, (t2 - t1) * 1e3)
+        timing.record("aot.joint_trace", t1 - t0)
+        timing.record("aot.partition", t2 - t1)
         fw = fw_compiler(mark(part.fw_gm), list(fk))
         art = TrainingArtifact(sch, fw, mark(part.bw_gm), bw_compiler, joint.grad_slots, len(part.saved))
         art.partition = part

@@ -23,13 +23,14 @@ import torch
 import torch.fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .. import config, log
+from .. import config, log, warm_cache
 from ..aot.aliasing import WrittenInputsChecked, any_shared
 from ..aot.api import aot_compile
 from ..aot.joint import fake_inputs, makes_fresh_sizes
 from ..aot.lift import lift
 from ..aot.schema import OutputKind, analyze
 from ..aot.schema import writes_in_place as _writes_in_place
+from ..debug.minifier import repro_compiler
 from ..kernels.compile import compile_aten_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
 from .dynamic_kernels import compile_dynamic
@@ -65,6 +66,13 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     if any_shared(primals) and _writes_in_place(gm):
         # functionalization would see the examples' aliasing: aot traces independent stand-ins
         return _training(gm, inputs)
+    n = len(inputs)
+    bound = {n + i: t for i, t in enumerate(program.state)}
+    # warm start: a wrapper an earlier process compiled for this very graph and metadata
+    warm_key = warm_cache.graph_key("inductor", gm, inputs, program.state, program._attr_slot)
+    warm = warm_cache.lookup(warm_key, bound)
+    if warm is not None:
+        return warm
     try:
         with torch.no_grad():
             aten_gm = trace_aten(program, _traced_inputs(gm, primals))
@@ -79,11 +87,14 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
         # runtime writes new values back, replays restrides and rebuilds such outputs from the
         # real inputs (it picks inference under no_grad)
         return _training(gm, inputs)
-    n = len(inputs)
-    bound = {n + i: t for i, t in enumerate(program.state)}
-    compiled = compile_aten_graph(aten_gm, primals, bound=bound)
+    compile_graph = compile_aten_graph
+    if config.repro_after is not None:        # the minifier (debug/minifier.py) checks this compile
+        compile_graph = repro_compiler(compile_aten_graph)
+    compiled = compile_graph(aten_gm, primals, bound=bound)
     if written and len(primals) > 1:
         return WrittenInputsChecked(compiled, gm.forward, tuple(program.state), written)
+    if not written:
+        warm_cache.store(warm_key, compiled, [aten_gm], bound)
     return compiled
 
 
