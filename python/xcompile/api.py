@@ -17,6 +17,7 @@ from . import _C, shape_state, stance
 from .backends.registry import INDUCTOR_OPTIONS
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
 from .convert_frame import ConvertFrame, RunOnly
+from .debug import timing
 from .frontend import tracing_rules
 from .frontend.break_log import reset_break_log
 
@@ -182,6 +183,7 @@ def reset() -> None:
     """Forget every compiled entry and every per-code decision (skips, cache limits)."""
     _C.cache_clear_all()
     stance.reset()                           # eager_then_compile's first calls seen
+    timing.reset()                           # compile_times() starts again, as torch's reset does
     reset_break_log()                        # the next graph break at a known place logs in full again
     shape_state.clear()                      # sizes seen: the next compiles start static again
     DIED_YOUNG.clear()

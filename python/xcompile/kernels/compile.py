@@ -26,6 +26,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from .. import config, log
+from ..debug import timing
 from .cache import build_cpp_many, load_cpp
 from .constant_fold import fold_constants
 from .cpp import cpp_prelude, generate_cpp
@@ -126,6 +127,8 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
             log.log("output_code", "%s kernel %s:\n%s", k.kind, k.name, k.source)
         log.log("output_code", "wrapper:\n%s", src)
     log.log("compile_times", "kernels: %s", ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in times.items()))
+    for k, v in times.items():
+        timing.record(f"kernels.{k}", v)
     # the wrapper itself is what runs per call; its generated code stays inspectable on it
     fn.wrapper_src = src
     fn.kernels = list(kernels.values())
