@@ -439,6 +439,70 @@ def activation_modules_with_arguments(x):
     return nn.GELU(approximate="tanh")(x) - nn.LeakyReLU(0.2)(x) + nn.Hardtanh(-0.5, 0.5)(x)
 
 
+class ScaleBy(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
+
+    def forward(self, x):
+        return x * self.k
+
+
+class OnesBuffer(nn.Module):
+    def __init__(self, n):
+        super().__init__()
+        self.register_buffer("b", torch.ones(n) * 2)
+
+    def forward(self, x):
+        return x + self.b
+
+
+class Counting(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = nn.ReLU()
+        self.scale = ScaleBy(2)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.scale(self.act(x)) * self.calls, self.training
+
+
+class HoldsTensor(nn.Module):
+    def __init__(self, t):
+        super().__init__()
+        self.t = t
+        self.register_buffer("c", t.clone())
+
+    def forward(self, x):
+        return x * self.t + self.c, len(list(self.buffers()))
+
+
+@T.case(rn(3))
+def user_module_made_in_forward(x):
+    return ScaleBy(3)(x), ScaleBy(k=0.5)(x + 1)
+
+
+@T.case(rn(3))
+def user_module_with_buffer_made_in_forward(x):
+    return OnesBuffer(3)(x)
+
+
+@T.case(rn(3))
+def nested_user_modules_made_in_forward(x):
+    m = Counting()
+    a = m(x)
+    m.eval()
+    b = m(x)
+    return a, b, m.calls, isinstance(m.scale, ScaleBy)
+
+
+@T.case(rn(3))
+def user_module_holding_input_tensors(x):
+    return HoldsTensor(x + 1)(x)
+
+
 # -- lazy modules ----------------------------------------------------------------------------------------------
 class LazyNorm(nn.Module):
     def __init__(self):

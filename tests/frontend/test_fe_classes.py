@@ -134,17 +134,44 @@ def test_linear_made_in_forward_without_fullgraph_runs_eagerly():
     assert c(torch.randn(2, 4)) == torch.Size([2, 4])
 
 
-def test_user_module_made_in_the_frame_breaks_with_a_reason():
-    class Scale(nn.Module):
-        def __init__(self, k):
-            super().__init__()
-            self.k = k
+class Scale(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+        self.k = k
 
-        def forward(self, x):
-            return x * self.k
+    def forward(self, x):
+        return x * self.k
 
-    reason = _break_reason(lambda x: Scale(3)(x), torch.randn(3))
-    assert "creating" in reason and "Scale" in reason and "nn.Module subclass" in reason
+
+class WithParameter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(3))
+
+    def forward(self, x):
+        return x * self.w
+
+
+def test_user_module_made_in_the_frame_is_traced():
+    c, cnt = _compiled(lambda x: Scale(3)(x) + Scale(1)(x), fullgraph=True)
+    x = torch.randn(3)
+    assert torch.allclose(c(x), x * 4) and cnt.frame_count == 1
+
+
+def test_user_module_made_in_the_frame_cannot_leave_it():
+    assert "returning module Scale made in the compiled region" in _break_reason(lambda x: Scale(2), torch.randn(3))
+    c, _ = _compiled(lambda x: Scale(2))               # runs eagerly: a new module per call, as eager
+    a, b = c(torch.randn(3)), c(torch.randn(3))
+    assert isinstance(a, Scale) and a is not b and a.k == 2
+
+
+def test_user_module_with_a_parameter_breaks_like_torch_compile():
+    assert "torch.nn.Parameter()" in _break_reason(lambda x: WithParameter()(x), torch.randn(3))
+
+
+def test_stateless_torch_module_made_in_the_frame_is_not_shared_between_calls():
+    c, _ = _compiled(lambda x: nn.ReLU())
+    assert c(torch.randn(3)) is not c(torch.randn(3))
 
 
 def test_lazy_linear_initialized_on_the_first_call_like_eager():

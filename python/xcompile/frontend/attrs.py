@@ -14,6 +14,7 @@ from ..guards.sources import AttrSource, GenericAttrSource, ItemSource, Source
 from . import hub, rules, scalars
 from .exc import PythonError, Unsupported
 from .global_reads import guard_module_property
+from .module_creation import bound_module_init
 from .seq_subclasses import storage_method as seq_storage_method
 from .tensor_attrs import tensor_instance_attr
 from .tensor_classes import subclass_member
@@ -87,6 +88,8 @@ def class_member_source(obj_source: Source | None, mro_index: int, name: str) ->
 def bind_class_member(tx: "Tracer", obj_v: Value, cls: type, idx: int, raw: Any, name: str,
                       member_source: Source | None) -> Value | None:
     """Functions, properties, static/class methods found on a class; None for plain class attributes."""
+    if (init := bound_module_init(obj_v, raw)) is not None:   # nn.Module.__init__ of a module made here
+        return init
     if isinstance(raw, types.FunctionType):
         return BoundMethodValue(FunctionValue(raw, source=member_source, covered=True), obj_v)
     if isinstance(raw, property):
@@ -392,6 +395,8 @@ def super_attr(tx: "Tracer", sv: SuperValue, name: str) -> Value:
     obj = real_object(sv.obj)
     if isinstance(sv.obj, NewObjectValue):
         obj_cls = sv.obj.cls
+    elif isinstance(sv.obj, ModuleValue):          # (also a module made in the frame: no real_object)
+        obj_cls = type(sv.obj.module)
     elif obj is None:
         raise Unsupported(f"super() on {sv.obj.describe()}")
     else:

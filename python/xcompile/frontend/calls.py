@@ -18,7 +18,7 @@ import torch
 from . import hub, rules, scalars
 from .exc import PythonError, Unsupported
 from .global_reads import constant_args, guard_answer, watching
-from .module_creation import build_stateless, check_class_call, user_module_break
+from .module_creation import build_stateless, check_class_call, construct_module, new_module_value
 from .seq_subclasses import list_init, new_storage, seq_base
 from .values import (
     BoundMethodValue,
@@ -213,16 +213,16 @@ def _class(tx: "Tracer", v: ClassValue, args, kwargs) -> Value:
     check_class_call(cls)                                 # nn.Parameter(...): torch's break
     if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and \
             (cls.__module__ or "").startswith("torch.nn."):
-        return _stateless_torch_module(cls, args, kwargs)
+        return _stateless_torch_module(tx, cls, args, kwargs)
     if isinstance(cls, type) and issubclass(cls, torch.nn.Module) and \
             not rules.is_trusted_module_name(cls.__module__):
-        raise user_module_break(cls)
+        return construct_module(tx, cls, list(args), dict(kwargs))      # (module_creation.py)
     if is_plain_user_class(cls) and cls not in hub.BUILTINS:
         return _construct(tx, cls, args, kwargs)
     return _builtin(tx, v, args, kwargs)
 
 
-def _stateless_torch_module(cls: type, args, kwargs) -> Value:
+def _stateless_torch_module(tx: "Tracer", cls: type, args, kwargs) -> Value:
     """``nn.ReLU()(x)`` / ``nn.Dropout(p)`` made in forward: a torch.nn module without
     parameters or buffers is built at trace time from constant arguments (every call of eager
     builds an equal one) and its forward is inlined."""
@@ -234,7 +234,7 @@ def _stateless_torch_module(cls: type, args, kwargs) -> Value:
     if any(True for _ in m.buffers()):
         raise Unsupported(f"creating {cls.__name__} (which has parameters or buffers) inside the compiled region",
                           "Create the module in __init__ and call it in forward.")
-    return ModuleValue(m)
+    return new_module_value(tx, m)             # made in the frame: never leaves it (module_creation.py)
 
 
 def _make_exception(cls: type, args, kwargs) -> Value:

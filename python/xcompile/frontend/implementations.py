@@ -17,6 +17,7 @@ from . import (  # noqa: F401  (each registers its operations in the hub)
     introspection,
     iteration,
     modules,
+    new_modules,
     numpy_tracing,
     pyops,
     scalars,

@@ -16,7 +16,7 @@ from . import hub
 from .attrs import MISSING, AttrMissing, bind_class_member, class_member_source, mro_lookup, object_attr
 from .exc import Unsupported
 from .iteration import register_iterable
-from .module_creation import initialize_lazy, is_uninitialized_lazy
+from .module_creation import NewModuleValue, initialize_lazy, is_uninitialized_lazy
 from .pyops import register_value_kind
 from .values import (
     ConstantValue,
@@ -41,6 +41,8 @@ _MAPPING_MODULES = (torch.nn.ModuleDict, torch.nn.ParameterDict)
 
 def module_attr(tx: "Tracer", v: ModuleValue, name: str) -> Value:
     m, src = v.module, v.source
+    if isinstance(v, NewModuleValue) and name in v.overlay:     # a tensor on a module made in the frame
+        return v.overlay[name]
     stored = hub.stored_attribute(tx, m, name)
     if stored is not None:                        # assigned earlier in this trace
         return stored

@@ -21,6 +21,7 @@ import torch
 from . import hub
 from .attrs import MISSING, AttrMissing, load_attr, mro_lookup
 from .exc import PythonError, Unsupported
+from .module_creation import NewModuleValue, store_on_new_module
 from .side_effects import DELETED
 from .tensor_attrs import store_tensor_attr
 from .values import (
@@ -95,6 +96,10 @@ def _write(tx: "Tracer", obj: Value, name: str, value: Value | None, plain: bool
                 obj.attrs.pop(name, None)
             else:
                 obj.attrs[name] = value
+        return
+    if isinstance(obj, NewModuleValue):                   # a module made in the frame (module_creation.py)
+        if not (value is not None and not plain and _setter(tx, type(obj.module), name, obj, value)):
+            store_on_new_module(tx, obj, name, value, plain)
         return
     if isinstance(obj, (UserObjectValue, ModuleValue)):
         real = obj.obj if isinstance(obj, UserObjectValue) else obj.module
