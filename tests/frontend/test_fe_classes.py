@@ -94,6 +94,11 @@ def test_max_of_tensors_of_different_dtypes_breaks():
     assert "different dtypes or shapes" in _break_reason(lambda x: max(x, x.double()) * 1, torch.randn(1))
 
 
+def test_max_of_tensors_only_some_requiring_grad_breaks():
+    reason = _break_reason(lambda a, b: max(a, b) * 1, torch.randn(1, requires_grad=True), torch.randn(1))
+    assert "only some require grad" in reason
+
+
 def test_max_with_constant_key_over_tensors():
     def f(x, y):
         return max([x, y], key=len) * 2, min([x, y], key=lambda t: t.shape[0]) + 1

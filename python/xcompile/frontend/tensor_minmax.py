@@ -12,7 +12,9 @@ against a Python number: eager returns the number itself when it wins, a type no
 can have (torch.compile returns a tensor there).
 
 As with torch.compile, the result is a new tensor with the winner's value; eager returns the
-winning tensor object itself.
+winning tensor object itself. Under autograd the losing tensors get zero gradients from the
+``where`` (eager: no gradient, ``.grad`` stays None unless they are used elsewhere); tensors of which
+only some require grad are Unsupported (whether eager's result requires grad depends on the values).
 """
 from __future__ import annotations
 
@@ -67,6 +69,11 @@ def tensor_minmax(tx: "Tracer", fn, items: list[Value]) -> Value:
                               f"({first.describe()}, {t.describe()})",
                               "Eager returns one of them unchanged; a graph would promote or broadcast. "
                               "Use torch.maximum / torch.minimum.")
+    grads = {t.fake.requires_grad for t in tensors}
+    if len(grads) > 1 and tx.gb.grad_enabled:
+        raise Unsupported(f"{fn.__name__}() over tensors of which only some require grad",
+                          "Eager's result requires grad only when such a tensor wins, which depends on the "
+                          "values; detach them all or none.")
     best = items[0]
     for item in items[1:]:
         cond = binary_op(tx, cmp, item, best)            # a one-element bool tensor
