@@ -20,6 +20,7 @@ ARTIFACTS = {
     "fusion": "fusion decisions and the reason for each rejected pair",
     "aot_graphs": "the forward and backward graphs after partitioning",
     "compile_times": "time spent in each compile phase",
+    "warm_cache": "warm-start artifacts: stored, reused, ignored (and why), pruned",
     "dynamic": "symbolic sizes: each guard a trace adds on them, with the user line, and each specialization",
 }
 

@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from .. import config
+from ..cache_dir import added, touch
 from .cpp_prelude import have_libmvec
 
 CPP_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fopenmp", "-fno-math-errno",
@@ -88,6 +89,7 @@ def build_cpp(source: str, key: str | None = None) -> Path:
     d = cache_dir() / "cpp"
     so = d / f"{key}.so"
     if so.exists():
+        touch(so)                       # its last use, for pruning (cache_dir.py)
         return so
     d.mkdir(parents=True, exist_ok=True)
     cc = compiler()
@@ -110,6 +112,7 @@ def build_cpp(source: str, key: str | None = None) -> Path:
         raise KernelBuildError(f"{' '.join(cmd)} failed:\n{proc.stderr[-4000:]}")
     os.replace(tmp, so)
     BUILT.append(key)
+    added()
     return so
 
 
@@ -137,6 +140,8 @@ def load_cpp(path: Path, symbol: str = "kernel", nargs: int = 0, returns_int: bo
     fn = getattr(lib, symbol)
     fn.argtypes = [ctypes.c_void_p] * nargs + [ctypes.c_int64] * nsizes
     fn.restype = ctypes.c_int64 if returns_int else None
+    # how to load it again in another process (warm_cache.py describes wrappers by it)
+    fn.xcompile_so = (Path(path).stem, symbol, nargs, returns_int, nsizes)
     return fn
 
 
