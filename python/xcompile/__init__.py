@@ -17,6 +17,7 @@ from .api import (  # noqa: F401
     reset,
     run,
 )
+from .api_cache import load_cache_artifacts, save_cache_artifacts  # noqa: F401
 from .api_export import ExportError, ExportResult, export  # noqa: F401
 from .api_numpy import wrap_numpy  # noqa: F401
 from .stance import set_stance  # noqa: F401
