@@ -462,3 +462,14 @@ def test_subclasses_made_in_the_frame_come_back_with_their_attributes():
     assert type(n) is Named and n.name == "n" and torch.equal(n["a"], x)
     assert type(lab) is Labeled and lab.note == "hi" and lab[1] == 1
     assert cnt.frame_count == 1
+
+
+def test_inplace_op_with_a_subclass_argument_returns_a_new_subclass_object():
+    def f(x, s):
+        y = x.add_(s)
+        z = s.mul_(2)
+        return type(y).__name__, y is x, z is s, type(x).__name__
+
+    c, _ = _compiled(f, fullgraph=True)
+    make = lambda: (torch.ones(2), torch.ones(2).as_subclass(MyTensor))    # noqa: E731
+    assert c(*make()) == f(*make()) == ("MyTensor", False, True, "Tensor")

@@ -42,7 +42,7 @@ from . import scalars
 from .dict_keys import has_value_keys
 from .exc import TorchRuntimeError, Unsupported
 from .shapes import ShapePolicy, ShapeSource, make_shape_env
-from .tensor_classes import subclass_result
+from .tensor_classes import result_class, subclass_result
 from .values import (
     ConstantValue,
     DictValue,
@@ -349,9 +349,9 @@ class GraphBuilder:
             # x.contiguous()): eager hands back that very object, so `y is x` holds; the node
             # stays (an in-place op's effect), the value is the argument's
             for a, f in zip([*args, *kwargs.values()], [*fargs, *fkwargs.values()]):
-                if f is result and type(a) is TensorValue:
-                    node.meta["example_value"] = result
-                    return a
+                if f is result and type(a) is TensorValue and result_class(args, kwargs) in (None, a.cls):
+                    node.meta["example_value"] = result   # (a subclass's __torch_function__ would hand
+                    return a                              # back a new object of its class instead)
         return subclass_result(target, args, kwargs, self.wrap_result(node, result))   # (tensor_classes.py)
 
     def sym_sequence(self, node: torch.fx.Node, fake: Any) -> Value:

@@ -40,7 +40,7 @@ def _outside(tx: "Tracer", v: TensorValue) -> tuple[TensorValue, torch.Tensor] |
     in-place op on it returned), None for a tensor made in the frame."""
     if v.source is None:
         for known in tx.gb.by_id.values():
-            if known.fake is v.fake and known.source is not None:
+            if known.fake is v.fake and known.source is not None and known.cls is v.cls:
                 v = known
                 break
         else:
