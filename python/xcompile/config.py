@@ -142,6 +142,14 @@ repro_timeout: float = float(_env_int("XCOMPILE_REPRO_TIMEOUT", 300))
 # Level 4: results within this (absolute and relative) tolerance of eager's match.
 repro_tolerance: float = 1e-3
 
+# -- the debug dump (debug/dump.py; torch's TORCH_COMPILE_DEBUG=1) ---------------------------------
+# Per compiled frame, a folder of readable files (bytecode, FX graph, guards, AOT graphs and
+# partition, loop IR, kernels, wrapper, timings) under
+# <debug_dir or ./xcompile_debug>/run_<time>-pid_<pid>/<NNN>_<function>/.
+debug: bool = _env_bool("XCOMPILE_DEBUG", False)
+# Where the dump goes (relative to the current directory when written); setting it turns it on.
+debug_dir: str | None = os.environ.get("XCOMPILE_DEBUG_DIR") or None
+
 _KNOBS: set[str] | None = None
 
 
