@@ -20,7 +20,7 @@ from torch.utils._device import DeviceContext
 from . import _C, config, log, numpy_io, stance
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
-from .debug import timing
+from .debug import dump, timing
 from .effects import with_side_effects
 from .exc import BackendCompilerFailed, CacheLimitExceeded
 from .frontend import tensor_classes
@@ -138,7 +138,9 @@ class ConvertFrame:
                 if entry is not None:
                     return entry
             counters["frames"]["total"] += 1
-            with outside_compile():       # a signal handler run meanwhile sees no tracing state
+            # outside_compile: a signal handler run meanwhile sees no tracing state; dump.frame: the
+            # debug dump's folder for this frame (XCOMPILE_DEBUG / config.debug_dir; one check when off)
+            with outside_compile(), dump.frame(code, self.backend_name):
                 entry = self._convert(code, f_locals, f_globals, f_builtins, closure)
             counters["frames"]["ok"] += 1
             return entry
@@ -224,6 +226,7 @@ class ConvertFrame:
         with timing.timed("guards.build"):
             guard = lower_guards(captured.guards, captured.input_sources, captured.passthrough_sources)
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
+        dump.guards(guard)
         compiled, n_call = with_side_effects(captured, compiled, n_inputs, guard)   # mutations applied after it
         entry = _C.CacheEntry.graph(guard, compiled, n_call, lower_output_spec(captured.output, n_inputs))
         entry.owner = self._xc_backend_key
@@ -245,11 +248,13 @@ class ConvertFrame:
         _C.set_code_state(runner.__code__, SKIP)
         log.log("output_code", "REPLACEMENT CODE for %s (graph break at %s)\n%s", _where(code),
                 broken.record.where, broken.source_text)
+        dump.runner(broken, runner)
         if broken.captured.guards.refresh is not None:
             broken.captured.guards.refresh()
         with timing.timed("guards.build"):
             guard = lower_guards(broken.captured.guards, [], [])
         log.log("guards", "GUARDS for %s:\n%s", _where(code), guard.dump())
+        dump.guards(guard)
         entry = _C.CacheEntry.code(guard, runner)
         entry.owner = self._xc_backend_key
         _add_entry(code, entry, self.guard_export_fn)
@@ -261,6 +266,7 @@ class ConvertFrame:
             gm.graph.lint()
         log.log("graph_code", "TRACED GRAPH %s\n%s", _where(code), gm.print_readable(print_output=False)
                 if log.enabled("graph_code") else "")
+        dump.graph(gm, captured)
         if not any(n.op in ("call_function", "call_method", "call_module") and not _size_read(n)
                    for n in gm.graph.nodes) and (not self.fullgraph or not gm.graph.output_node().args[0]):
             # no ops (its outputs are its inputs, or sizes read from them): the backend is not
@@ -291,6 +297,10 @@ class ConvertFrame:
         if config.repro_after is not None:        # the minifier (debug/minifier.py) checks this compile
             from .debug.minifier import repro_backend
             backend = repro_backend(backend, self.backend_name, knobs)
+        if config.optimize_ddp:                   # under DDP: one subgraph per bucket (backends/ddp.py)
+            from .backends.ddp import maybe_split
+            backend = maybe_split(backend, code, lambda: (grad_on, config.patch(**knobs), _user_hooks_deferred()),
+                                  lambda e, g: self._subgraph_failed(code, e, g))
         try:
             with grad_on, config.patch(**knobs), _user_hooks_deferred():
                 compiled = backend(gm, list(captured.example_inputs))
@@ -307,6 +317,14 @@ class ConvertFrame:
                 f"the backend returned {type(compiled).__name__}, which is not callable "
                 "(a backend must return a callable that runs the graph)", code)
         return compiled
+
+    def _subgraph_failed(self, code, e, gm):
+        """A DDP subgraph's backend compile failed (at its first call): as a whole graph's would."""
+        if config.suppress_errors:
+            warnings.warn(f"xcompile: backend {self.backend_name!r} failed on a DDP subgraph of {_where(code)}; "
+                          f"running it eagerly: {type(e).__name__}: {e}", stacklevel=2)
+            return gm.forward
+        raise BackendCompilerFailed(self.backend_name, e, code) from e
 
     def _cache_limit_hit(self, code, reason, freeze: bool = True):
         # a module attribute the frame reads and rebinds (self.steps = self.steps + 1): name it,

@@ -34,7 +34,7 @@ import torch
 import torch.fx
 
 from .. import _C, config
-from ..debug import timing
+from ..debug import dump, timing
 from ..debug.minifier import repro_compilers
 from ..log import enabled, log
 from .aliasing import independent_examples
@@ -85,6 +85,10 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
     inference_compiler = inference_compiler or fw_compiler
     if config.repro_after is not None:        # the minifier (debug/minifier.py) checks these compiles
         fw_compiler, bw_compiler, inference_compiler = repro_compilers(fw_compiler, bw_compiler, inference_compiler)
+    dumping = dump.current()          # the debug dump's frame folder (None: off), also for later compiles
+    if dumping is not None:
+        fw_compiler, bw_compiler, inference_compiler = dumping.aot_compilers(fw_compiler, bw_compiler,
+                                                                             inference_compiler)
     decompositions = _keep_eager_rng(decompositions)
     partition_fn = POLICIES[partition]
 
@@ -123,6 +127,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
         if enabled("aot_graphs"):
             log("aot_graphs", "%s\n%s\nforward graph:%s\nbackward graph:%s", sch.summary(),
                 part.describe(), part.fw_gm.code, part.bw_gm.code)
+        if dumping is not None:
+            dumping.aot_training(sch, part)
         log("compile_times", "aot: joint trace %.1f ms, partition (%s) %.1f ms",
             (t1 - t0) * 1e3, part.policy, (t2 - t1) * 1e3)
         timing.record("aot.joint_trace", t1 - t0)
@@ -139,6 +145,8 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, fw_compiler: Com
             check_functional(fw_gm, "inference graph")
         if enabled("aot_graphs"):
             log("aot_graphs", "%s\ninference graph:%s", schema.summary(), fw_gm.code)
+        if dumping is not None:
+            dumping.aot_inference(schema, fw_gm)
         return inference_compiler(mark(fw_gm), list(fakes))
 
     compiled = CompiledProgram(schema, program.state, make_training, make_inference, gm.forward)

@@ -26,12 +26,15 @@ METRICS: dict[str, list[float]] = defaultdict(list)     # phase -> durations (s)
 COUNTS: dict[str, int] = defaultdict(int)               # phase -> count (cache hits)
 BY_FUNCTION: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
 _function: list[str] = []                                 # the function being compiled, innermost last
+SINKS: list = []        # also told of each record: (phase, seconds) -> None (the debug dump, dump.py)
 
 
 def record(phase: str, seconds: float) -> None:
     METRICS[phase].append(seconds)
     if _function:
         BY_FUNCTION[_function[-1]][phase.split(".", 1)[0]] += seconds
+    for sink in SINKS:
+        sink(phase, seconds)
 
 
 def count(phase: str, n: int = 1) -> None:

@@ -26,13 +26,13 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from .. import config, log
-from ..debug import timing
+from ..debug import dump, timing
 from .cache import build_cpp_many, load_cpp
 from .constant_fold import fold_constants
 from .cpp import cpp_prelude, generate_cpp
 from .fusion import Group, fuse
 from .graph import GraphLowering
-from .ir import format_graph, verify_graph
+from .ir import format_graph, format_node, verify_graph
 from .lowerings import LOWERINGS
 from .plan import make_plan
 from .sizes import graph_size_names, shape_env_of, using_shape_env
@@ -98,6 +98,7 @@ def _codegen_triton(schedule, buffers, size_names: frozenset[str]) -> tuple[dict
 def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dict[int, torch.Tensor],
              training: bool = False):
     times = {}
+    dumping = dump.current()     # the debug dump's frame folder (None: off)
 
     def timed(name, fn, *args):
         t0 = time.perf_counter()
@@ -112,6 +113,8 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
         verify_graph(graph)
     if log.enabled("output_code"):
         log.log("output_code", "loop IR:\n%s", format_graph(graph))
+    if dumping is not None:
+        dumping.loop_ir("lower", format_graph(graph), gm)
     schedule = timed("fuse", fuse, graph)
     backend = _backend(graph.device)
     codegen = _codegen_cpp if backend == "cpp" else _codegen_triton
@@ -126,6 +129,8 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
         for k in kernels.values():
             log.log("output_code", "%s kernel %s:\n%s", k.kind, k.name, k.source)
         log.log("output_code", "wrapper:\n%s", src)
+    if dumping is not None:
+        dumping.kernel_output(schedule, plan, kernels, src, format_node)
     log.log("compile_times", "kernels: %s", ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in times.items()))
     for k, v in times.items():
         timing.record(f"kernels.{k}", v)
