@@ -457,12 +457,19 @@ def frame(code: types.CodeType, backend: str) -> contextlib.AbstractContextManag
 @contextlib.contextmanager
 def _frame_cm(code: types.CodeType, backend: str) -> Iterator[None]:
     f = _Frame(_run_for(_base()), code, backend)
-    log.add_observer(_OBSERVER)
+    added = _OBSERVER not in log.observers()          # (a frame compiled inside another's compile)
+    if added:
+        log.add_observer(_OBSERVER)
     try:
         with pushed(Dump(f)):
             yield
+    except BaseException as e:
+        text = " ".join(str(e).split())
+        f.outcome = f"the compile raised {type(e).__name__}: {text[:500]}"
+        raise
     finally:
-        log.remove_observer(_OBSERVER)
+        if added:
+            log.remove_observer(_OBSERVER)
         _safe(f.finish)()
 
 
@@ -490,8 +497,12 @@ def graph(gm, captured) -> None:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     lines = [f"{len(captured.input_sources)} inputs (placeholder: where the value comes from: what it is)"]
     for i, (src, ex) in enumerate(zip(captured.input_sources, captured.example_inputs)):
-        ph = placeholders[i].name if i < len(placeholders) else f"input{i}"
-        lines.append(f"{ph}: {_source_name(src)}: {_describe_value(ex)}")
+        node = placeholders[i] if i < len(placeholders) else None
+        traced = node.meta.get("example_value") if node is not None else None
+        text = _describe_value(ex)
+        if traced is not None and _describe_value(traced) != text:     # symbolic sizes
+            text = f"{_describe_value(traced)} (this call: {text})"
+        lines.append(f"{node.name if node is not None else f'input{i}'}: {_source_name(src)}: {text}")
     f.write("graph_inputs.txt", "\n".join(lines))
 
 
@@ -526,7 +537,8 @@ def _source_name(src) -> str:
 def _describe_value(v) -> str:
     if isinstance(v, torch.Tensor):
         dtype = str(v.dtype).replace("torch.", "")
-        text = f"Tensor {dtype}{list(v.shape)} stride={tuple(v.stride())} device={v.device}"
+        text = f"Tensor {dtype}[{', '.join(map(str, v.shape))}] stride=[{', '.join(map(str, v.stride()))}] " \
+               f"device={v.device}"
         if v.requires_grad:
             text += " requires_grad"
         return text
