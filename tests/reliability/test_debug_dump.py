@@ -96,9 +96,22 @@ def test_training_graph(tmp_path, backend):
     if backend == "inductor":             # the lazily compiled backward's kernels went to the same folder
         assert {"forward_wrapper.py", "backward_wrapper.py", "backward_loop_ir_lower.txt"} <= names
         times = (folder / "timings.txt").read_text()
-        assert "(backward graph)" in times
+        assert "(backward graph, compiled at a later call)" in times
     else:
         assert not any("wrapper" in n for n in names)
+
+
+def test_sizes_compiled_at_later_calls_join_the_frames_folder(tmp_path):
+    fn = xcompile.compile(lambda x: (x.sin() + 1).sum(), backend="inductor")
+    with config.patch(debug_dir=str(tmp_path), warm_start=False, dynamic_kernels=False):
+        fn(torch.randn(3))
+        fn(torch.randn(5))            # recompiled with a symbolic size: one graph compiled per size
+        fn(torch.randn(7))            # a new size, compiled at this call
+    folder = _one(_frames(tmp_path), r"002_.*lambda.*")
+    names = {p.name for p in folder.iterdir()}
+    assert {"wrapper.py", "wrapper_2.py", "loop_ir_lower_2.txt"} <= names, names
+    assert "compiled at a later call" in (folder / "timings.txt").read_text()
+    assert "float32[s" in (folder / "graph_inputs.txt").read_text()
 
 
 def test_off_by_default(tmp_path, monkeypatch):

@@ -24,6 +24,7 @@ import torch.fx
 from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_symbols
 
 from .. import log
+from ..debug import dump
 
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PY = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -60,6 +61,9 @@ class PerSize:
         self.ints = [i for i in positions if isinstance(fakes[i], torch.SymInt)]
         self.fakes = fakes
         self.compiled: dict[tuple, Callable] = {}
+        dumping = dump.current()          # the debug dump: sizes compiled at later calls join the frame's folder
+        if dumping is not None:
+            self.compile_static = dumping.within(dumping.label, compile_static)
         self._compile(self.key(example_inputs), list(example_inputs))
 
     def key(self, args) -> tuple:

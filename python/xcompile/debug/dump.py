@@ -159,7 +159,8 @@ class _Frame:
         self.run, self.code, self.backend = run, code, backend
         self.folder: Path | None = None
         self.written: set[str] = set()
-        self.times: list[tuple[str, float, str]] = []      # (phase, seconds, graph label)
+        self.times: list[tuple[str, float, str, bool]] = []  # (phase, seconds, graph label, after the frame)
+        self.closed = False                 # the frame's compile ended (later: lazily compiled graphs)
         self.times_written = 0
         self.breaks: list = []
         self.recompile_reason: str | None = None
@@ -194,6 +195,7 @@ class _Frame:
 
     # -- written when the frame's compile ends ------------------------------------------------------
     def finish(self) -> None:
+        self.closed = True
         if not self.captured:
             return
         self.write("frame.txt", self._frame_text(), unique=False)
@@ -204,19 +206,20 @@ class _Frame:
         if not self.times or len(self.times) == self.times_written or self.folder is None and not self.captured:
             return
         self.times_written = len(self.times)
-        width = max(len(p) for p, _, _ in self.times)
+        width = max(len(t[0]) for t in self.times)
         lines = [f"compile phases of {self.code.co_qualname}, in the order they ended (seconds); "
                  "'backend' includes the aot.* and kernels.* phases inside it", ""]
-        for phase, secs, label in self.times:
-            lines.append(f"{phase:<{width}}  {secs:9.4f}" + (f"  ({label} graph)" if label else ""))
+        for phase, secs, label, after in self.times:
+            notes = ([f"{label} graph"] if label else []) + (["compiled at a later call"] if after else [])
+            lines.append(f"{phase:<{width}}  {secs:9.4f}" + (f"  ({', '.join(notes)})" if notes else ""))
         totals: dict[str, float] = {}
-        for phase, secs, _ in self.times:
+        for phase, secs, _, after in self.times:
             top = phase.split(".", 1)[0]
-            if top in ("frontend", "guards", "backend"):
+            if top in ("frontend", "guards", "backend") and not after:
                 totals[top] = totals.get(top, 0.0) + secs
-        late = sum(s for p, s, lab in self.times if lab == "backward" and p.startswith("kernels."))
+        late = sum(t[1] for t in self.times if t[3] and t[0].startswith(("kernels.", "aot.")))
         lines += ["", "totals: " + ", ".join(f"{k} {v:.4f}" for k, v in totals.items())
-                  + (f"; backward kernels (compiled at the first .backward()) {late:.4f}" if late else "")]
+                  + (f"; compiled at later calls (the backward, new sizes) {late:.4f}" if late else "")]
         self.write("timings.txt", "\n".join(lines), unique=False)
 
     def _frame_text(self) -> str:
@@ -422,7 +425,7 @@ def pushed(view: Dump) -> Iterator[Dump]:
         s.pop()
         with _LOCK:
             _ACTIVE -= 1
-        if view.label:                 # a graph compiled later: its times go into the frame's file
+        if view.frame.closed:          # a graph compiled at a later call: its times join the frame's
             _safe(view.frame.write_times)()
 
 
@@ -476,7 +479,7 @@ def _frame_cm(code: types.CodeType, backend: str) -> Iterator[None]:
 def _sink(phase: str, seconds: float) -> None:
     d = current()
     if d is not None:
-        d.frame.times.append((phase, seconds, d.label))
+        d.frame.times.append((phase, seconds, d.label, d.frame.closed))
 
 
 def _install_sink() -> None:
