@@ -27,6 +27,8 @@ types, sympy expressions and torch dtypes/devices; tensors go through ``torch.lo
 objects, into bytes; ``load_cache_artifacts(data)`` checks them (magic, checksum, environment)
 and writes them into the cache directory.  Anything stale, foreign or damaged is ignored with a
 log line (``xcompile.warm_cache``) and the graph is compiled as usual.
+The checks guard against stale and damaged bytes, not against malice: the bundle carries shared
+objects that get loaded, so load only artifacts you made (as with ``torch.load`` of a pickle).
 
 Counters: ``xcompile.counters["warm"]``: ``hits``, ``misses``, ``stored``, ``ignored``,
 ``uncacheable``.
@@ -266,16 +268,18 @@ class _Unpickler(pickle.Unpickler):
     _BUILTINS = {"int", "float", "complex", "bool", "str", "bytes", "tuple", "list", "dict", "set",
                  "frozenset", "slice", "IndexError", "RuntimeError", "ValueError"}
     _TORCH = {"device", "dtype", "layout", "memory_format", "Size"}
+    _OURS = {("xcompile.kernels.ir", "IndexCheck"), ("xcompile.kernels.wrapper", "Kernel")}
 
     def find_class(self, module, name):
-        top = module.split(".")[0]
         if module == "builtins" and name in self._BUILTINS:
             return super().find_class(module, name)
         if module == "torch" and (name in self._TORCH or isinstance(getattr(torch, name, None), torch.dtype)):
             return super().find_class(module, name)
-        if top == "sympy" or module in ("xcompile.kernels.ir", "xcompile.kernels.wrapper", "collections",
-                                        "copyreg"):
+        if module == "copyreg" and name in ("__newobj__", "__newobj_ex__", "_reconstructor"):
             return super().find_class(module, name)
+        if (module.split(".")[0] == "sympy" or (module, name) in self._OURS) and \
+                isinstance(obj := super().find_class(module, name), type):
+            return obj          # classes only (never a function such as sympify, which evaluates text)
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed in a warm-start entry")
 
 
@@ -483,6 +487,14 @@ def lookup(key: str | None, bound: dict) -> Callable | None:
     fn.kernels = kinfos
     fn.fallbacks = list(entry["fallbacks"])
     fn.warm = True
+    # the logs a fresh compile writes (kernels/compile.py), from the entry
+    for f in fn.fallbacks:
+        log.log("fallbacks", "extern kernel: %s", f)
+    if log.enabled("output_code"):
+        for k in kinfos:
+            log.log("output_code", "%s kernel %s:\n%s", k.kind, k.name, k.source)
+        log.log("output_code", "wrapper:\n%s", fn.wrapper_src)
+    log.log("compile_times", "kernels: reused warm-start entry %s", key)
     _session[key] = _entry_path(key)
     counters["warm"]["hits"] += 1
     log.log("warm_cache", "reused %s", _entry_path(key))

@@ -245,3 +245,28 @@ def test_load_rejects_non_bytes_and_foreign_bytes(fresh_cache, caplog):
     with pytest.raises(TypeError):
         xcompile.load_cache_artifacts("not bytes")
     assert xcompile.load_cache_artifacts(b"PK\x03\x04 something else") is None
+
+
+def test_reused_kernel_with_index_checks_still_raises_like_eager(fresh_cache):
+    torch.manual_seed(0)
+    emb = torch.nn.Embedding(10, 4)
+
+    def fn(i):
+        return emb(i) * 2
+
+    i = torch.tensor([1, 2, 3])
+    bad = torch.tensor([1, 20, 3])
+    with torch.no_grad():
+        xcompile.reset()
+        torch.testing.assert_close(xcompile.compile(fn)(i), fn(i))
+        xcompile.reset()
+        hits = xcompile.counters["warm"]["hits"]
+        c = xcompile.compile(fn)
+        torch.testing.assert_close(c(i), fn(i))
+        assert xcompile.counters["warm"]["hits"] == hits + 1
+        with pytest.raises(IndexError) as eager_err:
+            fn(bad)
+        with pytest.raises(IndexError) as err:
+            c(bad)
+        assert str(err.value).startswith(str(eager_err.value)) and "index 20" in str(err.value)
+    xcompile.reset()
