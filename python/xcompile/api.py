@@ -14,6 +14,7 @@ import warnings
 import torch
 
 from . import _C, shape_state, stance
+from .backends.ddp import is_ddp
 from .backends.registry import INDUCTOR_OPTIONS
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
 from .convert_frame import ConvertFrame, RunOnly
@@ -95,6 +96,16 @@ def _compiled_function(fn, callback, *, bound_self=None, like=None, hooks_module
         if fn.__code__ not in NONRECURSIVE_SKIPS and _C.get_code_state(fn.__code__) == SKIP:
             _C.set_code_state(fn.__code__, NORMAL)   # skipped as library code before: compiled now
     return cf
+
+
+def _compile_explicitly(code, callback) -> None:
+    """``code`` is compiled by ``callback`` even if it is library code (nn.Sequential.forward)."""
+    if code is None or not hasattr(callback, "explicit_codes"):
+        return
+    callback.explicit_codes.add(code)
+    EXPLICIT_CODES.add(code)
+    if code not in NONRECURSIVE_SKIPS and _C.get_code_state(code) == SKIP:
+        _C.set_code_state(code, NORMAL)
 
 
 def _with_callback(fn, callback):
@@ -211,6 +222,11 @@ class OptimizedModule(torch.nn.Module):
         fwd = type(mod).forward
         if type(mod).__call__ is not torch.nn.Module.__call__:
             fast = _with_callback(mod, callback)       # its own __call__ (maybe no forward at all)
+        elif is_ddp(mod):
+            # DistributedDataParallel: its forward (hooks, reducer, _DDPSink) runs eagerly, the
+            # module it wraps is compiled, split at the bucket boundaries (backends/ddp.py)
+            fast = _with_callback(mod, callback)
+            _compile_explicitly(getattr(getattr(type(mod.module), "forward", None), "__code__", None), callback)
         elif isinstance(inst, types.MethodType) and isinstance(inst.__func__, types.FunctionType):
             # m.forward = obj.method: bound to obj, which need not be the module
             fast = _compiled_function(inst.__func__, callback, bound_self=inst.__self__, hooks_module=mod,

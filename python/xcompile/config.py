@@ -142,6 +142,12 @@ repro_timeout: float = float(_env_int("XCOMPILE_REPRO_TIMEOUT", 300))
 # Level 4: results within this (absolute and relative) tolerance of eager's match.
 repro_tolerance: float = 1e-3
 
+# -- distributed ---------------------------------------------------------------------------------
+# A frame compiled under DistributedDataParallel gets its graph split at DDP's bucket boundaries,
+# one compiled subgraph per bucket, so each bucket's all-reduce overlaps the rest of the backward
+# (backends/ddp.py; torch._dynamo.config.optimize_ddp). False: one graph, all-reduces after it.
+optimize_ddp: bool = _env_bool("XCOMPILE_OPTIMIZE_DDP", True)
+
 # -- the debug dump (debug/dump.py; torch's TORCH_COMPILE_DEBUG=1) ---------------------------------
 # Per compiled frame, a folder of readable files (bytecode, FX graph, guards, AOT graphs and
 # partition, loop IR, kernels, wrapper, timings) under

@@ -297,6 +297,10 @@ class ConvertFrame:
         if config.repro_after is not None:        # the minifier (debug/minifier.py) checks this compile
             from .debug.minifier import repro_backend
             backend = repro_backend(backend, self.backend_name, knobs)
+        if config.optimize_ddp:                   # under DDP: one subgraph per bucket (backends/ddp.py)
+            from .backends.ddp import maybe_split
+            backend = maybe_split(backend, code, lambda: (grad_on, config.patch(**knobs), _user_hooks_deferred()),
+                                  lambda e, g: self._subgraph_failed(code, e, g))
         try:
             with grad_on, config.patch(**knobs), _user_hooks_deferred():
                 compiled = backend(gm, list(captured.example_inputs))
@@ -313,6 +317,14 @@ class ConvertFrame:
                 f"the backend returned {type(compiled).__name__}, which is not callable "
                 "(a backend must return a callable that runs the graph)", code)
         return compiled
+
+    def _subgraph_failed(self, code, e, gm):
+        """A DDP subgraph's backend compile failed (at its first call): as a whole graph's would."""
+        if config.suppress_errors:
+            warnings.warn(f"xcompile: backend {self.backend_name!r} failed on a DDP subgraph of {_where(code)}; "
+                          f"running it eagerly: {type(e).__name__}: {e}", stacklevel=2)
+            return gm.forward
+        raise BackendCompilerFailed(self.backend_name, e, code) from e
 
     def _cache_limit_hit(self, code, reason, freeze: bool = True):
         # a module attribute the frame reads and rebinds (self.steps = self.steps + 1): name it,
