@@ -216,7 +216,7 @@ def _modes() -> str:
     return (f"grad={torch.is_grad_enabled()},infer={torch.is_inference_mode_enabled()},"
             f"autocast={torch.is_autocast_enabled('cpu')}:{torch.get_autocast_dtype('cpu')},"
             f"default_dtype={torch.get_default_dtype()},det={torch.are_deterministic_algorithms_enabled()},"
-            f"mkldnn={torch.backends.mkldnn.enabled}")
+            f"mkldnn={torch.backends.mkldnn.enabled},matmul={torch.get_float32_matmul_precision()}")
 
 
 def _knobs() -> str:
@@ -248,6 +248,10 @@ def graph_key(backend: str, gm: torch.fx.GraphModule, inputs: list, state: list,
     except _Uncacheable as e:
         counters["warm"]["uncacheable"] += 1
         log.log("warm_cache", "not cached: %s", e)
+        return None
+    except Exception as e:  # noqa: BLE001 - the key never fails a compile: no key, no reuse
+        counters["warm"]["uncacheable"] += 1
+        log.log("warm_cache", "not cached (no key: %s: %s)", type(e).__name__, e)
         return None
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()[:40]
 
