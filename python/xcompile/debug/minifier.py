@@ -202,6 +202,7 @@ class Subject:
         self.meta = meta
         self.seed = 0
         self.tol = float(config.repro_tolerance)
+        self.checkable = True
 
     def what(self) -> str:
         return f"the {self.label}"
@@ -212,7 +213,8 @@ class Subject:
         return check(graph, root, values, self.compile_fn, accuracy=accuracy, tol=self.tol, grad=self.grad,
                      seed=self.seed, meta=self.meta)
 
-    def full(self) -> tuple[torch.fx.Graph, dict, list]:
+    def full(self, keep_meta: bool = False) -> tuple[torch.fx.Graph, dict, list]:
+        """The whole graph; without the tracer's metadata (``keep_meta``: with it), as a repro has it."""
         g = torch.fx.Graph()
         env: dict = {}
         for n in self.graph.nodes:
@@ -220,12 +222,32 @@ class Subject:
                 g.output(torch.fx.node.map_arg(n.args[0], lambda a: env[a]))
             else:
                 env[n] = g.node_copy(n, lambda a: env[a])
-                env[n].meta = {}
+                env[n].meta = dict(n.meta) if keep_meta else {}
         return g, dict(self.attrs), list(self.inputs)
 
     def check_full(self, accuracy: bool) -> Outcome:
-        g, attrs, inputs = self.full()
+        """Levels 3 and 4: the whole graph (with its metadata, as the backend gets it) compiled
+        and run on generated values ("ok" where such a run would not stand for the real one)."""
+        if not self.checkable:
+            return Outcome("ok")
+        g, attrs, inputs = self.full(keep_meta=True)
         return self.run(g, attrs, inputs, accuracy)
+
+
+def _symbolic(v) -> bool:
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return True
+    if isinstance(v, torch.Tensor):
+        return v.device.type == "meta" or any(isinstance(d, torch.SymInt) for d in (*v.shape, *v.stride()))
+    return False
+
+
+def _checkable(gm: torch.fx.GraphModule, example_inputs) -> bool:
+    """Whether a compile of a copy on generated values stands for this one: not for symbolic sizes
+    (the copy would be static) or meta tensors (no values to run on)."""
+    vals = list(example_inputs) + [n.meta.get("example_value", n.meta.get("val"))
+                                   for n in gm.graph.nodes if n.op == "placeholder"]
+    return not any(_symbolic(v) for v in vals)
 
 
 def _fetch_attr(gm: torch.nn.Module, target: str):
@@ -244,10 +266,9 @@ def _attr_spec(v):
 def _input_spec(v, requires_grad: bool | None = None):
     if isinstance(v, torch.Tensor):
         return spec_of(v, requires_grad=requires_grad)
-    if isinstance(v, torch.SymInt):
-        return int(v.node.hint)
-    if isinstance(v, torch.SymFloat):
-        return float(v.node.hint)
+    if isinstance(v, (torch.SymInt, torch.SymFloat)):        # its example value (unbacked: a guess)
+        hint = getattr(v.node, "hint", None)
+        return (int if isinstance(v, torch.SymInt) else float)(2 if hint is None else hint)
     return v
 
 
@@ -270,9 +291,11 @@ def _dynamo_subject(gm, example_inputs, backend, name, knobs) -> Subject:
         with config.patch(**knobs):
             return backend(g, inputs)
 
-    return Subject(graph, attrs, inputs, compile_fn, _backend_lines(backend, name), after="dynamo",
-                   label=f"graph given to backend {name!r}", grad=torch.is_grad_enabled(), knobs=knobs,
-                   meta={})
+    subject = Subject(graph, attrs, inputs, compile_fn, _backend_lines(backend, name), after="dynamo",
+                      label=f"graph given to backend {name!r}", grad=torch.is_grad_enabled(), knobs=knobs,
+                      meta={})
+    subject.checkable = _checkable(gm, example_inputs)
+    return subject
 
 
 def _aot_subject(gm, example_inputs, compiler, kwargs, kind) -> Subject:
@@ -289,8 +312,10 @@ def _aot_subject(gm, example_inputs, compiler, kwargs, kind) -> Subject:
     label = f"AOT {kind} graph given to {getattr(compiler, '__qualname__', compiler)!r}"
     if _CONTEXT.get("backend"):
         label += f" (backend {_CONTEXT['backend']!r})"
-    return Subject(graph, attrs, inputs, compile_fn, _compiler_lines(compiler), after="aot", label=label,
-                   grad=False, knobs=knobs, meta=meta)
+    subject = Subject(graph, attrs, inputs, compile_fn, _compiler_lines(compiler), after="aot", label=label,
+                      grad=False, knobs=knobs, meta=meta)
+    subject.checkable = _checkable(gm, example_inputs)
+    return subject
 
 
 def _backend_lines(backend, name: str) -> list[str]:
@@ -437,11 +462,13 @@ def _same_failure(target: Outcome, out: Outcome) -> bool:
     return out.exc is not None and out.kind != "eager_error" and type(out.exc) is type(target.exc)
 
 
-def _minify(subject: Subject, target: Outcome) -> tuple[tuple, str]:
+def _minify(subject: Subject, target: Outcome) -> tuple[tuple, str] | None:
     t0 = time.monotonic()
     accuracy = target.kind == "mismatch"
     full = subject.full()
     first = subject.run(full[0], full[1], full[2], accuracy)
+    if first.kind == "eager_error" and target.exc is not None and type(first.exc) is type(target.exc):
+        return None                     # the graph raises this when run eagerly: not the backend's doing
     if not _same_failure(target, first):
         return full, (f"not minified: the whole graph on generated inputs gives {first.describe()}"
                       if first.kind != "ok" else "not minified: the failure did not reproduce on generated inputs")
@@ -545,6 +572,8 @@ def _report(subject: Subject, outcome: Outcome, level: int) -> str | None:
         _ACTIVE = False
         counters.clear()
         counters.update(collections.defaultdict(collections.Counter, saved))
+    if path is None:
+        return None
     last_repro_path = path
     what = "gives wrong results" if outcome.kind == "mismatch" else \
         f"failed ({outcome.describe().splitlines()[0][:200]})"
@@ -566,11 +595,14 @@ def _run_dir() -> str:
     return _RUN_DIRS[base]
 
 
-def _write_report(subject: Subject, outcome: Outcome, level: int) -> str:
+def _write_report(subject: Subject, outcome: Outcome, level: int) -> str | None:
     if level == 1:
         cand, info = subject.full(), "level 1: the graph as it was given, not minified"
     else:
-        cand, info = _minify(subject, outcome)
+        found = _minify(subject, outcome)
+        if found is None:
+            return None
+        cand, info = found
     graph, attrs, inputs = cand
     n_calls = sum(1 for n in graph.nodes if n.op in _CALLS)
     accuracy = outcome.kind == "mismatch"
