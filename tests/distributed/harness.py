@@ -36,7 +36,8 @@ def run_ranks(fn, tmp_path, *args, world: int = 2, timeout: float = 120.0, **kwa
     ctx = mp.spawn(_entry, args=(fn, store, world, out_dir, args, kwargs), nprocs=world, join=False)
     deadline = time.monotonic() + timeout
     try:
-        while not ctx.join(timeout=max(0.1, min(1.0, deadline - time.monotonic()))):
+        # grace_period: a rank blocked in a collective ignores SIGTERM; SIGKILL follows 2 s later
+        while not ctx.join(timeout=max(0.1, min(1.0, deadline - time.monotonic())), grace_period=2.0):
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"{getattr(fn, '__name__', fn)} on {world} ranks ran past {timeout:.0f} s")
     finally:

@@ -15,19 +15,26 @@ its call of the wrapped module, ``_inside_ddp_forward``); DDP's own forward runs
 library code), so its hooks, ``_DDPSink``, ``no_sync()`` and unused-parameter search act on the
 compiled module's outputs as they do in eager.
 
-Which buckets: DDP's own rule (``torch.distributed._compute_bucket_assignment_by_size``) over
-the graph's parameters with DDP's size limits (``bucket_cap_mb``; the first bucket's limit is
-``_DEFAULT_FIRST_BUCKET_BYTES`` when the cap is DDP's default):
-- DDP that rebuilds its buckets after the first step (``find_unused_parameters=False`` or
-  ``static_graph=True``) fills them in the order gradients become ready, i.e. in reverse order
-  of the graph's first use of each parameter;
-- otherwise DDP keeps the buckets it built in registration order (first bucket: the first
-  parameters), and the split follows them.
+Which buckets: DDP's real ones (its reducer's, ``_get_zeros_like_grad_buckets()``: parameters
+per bucket, in the order they are all-reduced) once they are final. DDP with
+``find_unused_parameters=True`` builds them once, at construction, in registration order; other
+DDPs (``static_graph`` too) rebuild them after their first backward from the order the gradients
+became ready. Within one compiled subgraph that order is the autograd engine's (the subgraph's
+gradients become ready together, handed to their accumulators in an order of the engine's
+queue), so buckets planned beforehand would be cut elsewhere by DDP: until DDP has rebuilt them,
+the graph runs as captured (op by op, so DDP sees eager's order and builds eager's buckets), then
+it is split along them (``SplitRunner``). Where they never become final (no backward with
+gradient sync in ``PENDING_CALLS`` calls) the split follows the buckets DDP would build: DDP's
+own rule (``torch.distributed._compute_bucket_assignment_by_size``) with its size limits
+(``bucket_cap_mb``; the first bucket's limit is ``_DEFAULT_FIRST_BUCKET_BYTES`` when the cap is
+DDP's default) over the parameters in reverse order of first use.
 A cut is made between two nodes only; where a node uses parameters of two buckets, or no value
 crosses the cut (nothing to hand over), the buckets share a subgraph.
 
 Each subgraph is compiled at its first call, with the real tensors it receives (as the whole
-graph would be with the frame's): no fake propagation, no extra run of the graph.
+graph would be with the frame's): no fake propagation, no extra run of the graph. Each cut is
+reported as a graph break (``XCOMPILE_LOGS=graph_breaks``, ``xcompile.explain``) naming the
+subgraph's parameters, their size and DDP's cap.
 """
 from __future__ import annotations
 
@@ -59,18 +66,6 @@ def active_ddp():
         return None
     get = getattr(DistributedDataParallel, "_get_active_ddp_module", None)
     return get() if get is not None else getattr(DistributedDataParallel, "_active_ddp_module", None)
-
-
-def compiles_wrapped_module(code, f_locals) -> bool:
-    """The frame is the forward of the module an active DDP wraps (``DDP(nn.Sequential(...))``
-    compiled): compiled even where it is library code, as torch.compile compiles a torch.nn
-    module's forward reached from DDP's."""
-    ddp = active_ddp()
-    if ddp is None or not code.co_argcount or code.co_varnames[0] != "self":
-        return False
-    inner = getattr(ddp, "module", None)
-    return inner is not None and f_locals.get("self") is inner and \
-        getattr(type(inner).forward, "__code__", None) is code
 
 
 # -- buckets ----------------------------------------------------------------------------------------------
@@ -433,4 +428,4 @@ def maybe_split(compile_fn: Compile, code=None, scope: Callable[[], tuple] = tup
     return ddp_split
 
 
-__all__ = ["active_ddp", "compile_split", "compiles_wrapped_module", "is_ddp", "maybe_split", "plan_split"]
+__all__ = ["SplitRunner", "active_ddp", "compile_split", "is_ddp", "maybe_split", "plan_split"]
