@@ -279,7 +279,7 @@ def _reason(split: Split, i: int, ddp) -> str:
     mb = 1024 * 1024
     return (f"DDPOptimizer: graph split at a DDP bucket boundary (subgraph {i + 1} of {split.n}: "
             f"{split.counts[i]} parameter(s), {split.sizes[i] / mb:.3f} MB; bucket_cap_mb="
-            f"{int(getattr(ddp, 'bucket_bytes_cap', 0)) / mb:g}, {split.n_buckets} bucket(s))")
+            f"{int(getattr(ddp, 'bucket_bytes_cap', 0)) / mb:.3g}, {split.n_buckets} bucket(s))")
 
 
 def _report(split: Split, ddp, code, gm: torch.fx.GraphModule) -> None:
