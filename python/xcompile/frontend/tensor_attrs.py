@@ -18,8 +18,7 @@ not instance attributes and stay with ``attrs.py``.
 from __future__ import annotations
 
 import inspect
-import weakref
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -49,12 +48,11 @@ def _outside(tx: "Tracer", v: TensorValue) -> tuple[TensorValue, torch.Tensor] |
     return None if real is None else (v, real)
 
 
-# per trace (its SideEffects): id(fake) -> the one value standing for a tensor made in the frame
-_MADE_HERE: "weakref.WeakKeyDictionary[Any, dict[int, TensorValue]]" = weakref.WeakKeyDictionary()
-
-
 def _made_here(tx: "Tracer", v: TensorValue) -> TensorValue:
-    return _MADE_HERE.setdefault(tx.side_effects, {}).setdefault(id(v.fake), v)
+    """The one value standing for a tensor made in the frame (per trace: kept on its SideEffects,
+    not in a weak dictionary, whose callbacks would run Python code when a trace is freed)."""
+    table: dict[int, TensorValue] = tx.side_effects.__dict__.setdefault("_tensors_made_here", {})
+    return table.setdefault(id(v.fake), v)
 
 
 def is_instance_attr_name(name: str) -> bool:
