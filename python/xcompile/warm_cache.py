@@ -196,10 +196,16 @@ def _arg(a) -> str:
 
 
 def _tensor_meta(t: torch.Tensor, storages: dict) -> str:
-    if type(t) not in (torch.Tensor, torch.nn.Parameter) or t.layout != torch.strided or t.is_quantized:
-        raise _Uncacheable(f"input of type {type(t).__name__} / layout {t.layout}")
-    sid = storages.setdefault(t.untyped_storage().data_ptr() if t.device.type != "meta" else id(t), len(storages))
-    return (f"T({type(t).__name__},{tuple(t.shape)},{t.stride()},{t.storage_offset()},{t.dtype},{t.device},"
+    kind = type(t).__name__
+    if kind not in ("Tensor", "Parameter", "FakeTensor") or type(t).__module__ not in \
+            ("torch", "torch.nn.parameter", "torch._subclasses.fake_tensor") or t.layout != torch.strided \
+            or t.is_quantized or t.device.type == "meta":
+        raise _Uncacheable(f"input of type {kind} / layout {t.layout} / device {t.device}")
+    if not all(type(d) is int for d in (*t.shape, *t.stride(), t.storage_offset())):
+        raise _Uncacheable("symbolic sizes")
+    # which inputs share memory: numbered by storage (one StorageImpl for a tensor and its views)
+    sid = storages.setdefault(t.untyped_storage()._cdata, len(storages))
+    return (f"T({kind},{tuple(t.shape)},{t.stride()},{t.storage_offset()},{t.dtype},{t.device},"
             f"rg={t.requires_grad},leaf={t.is_leaf},conj={t.is_conj()},neg={t.is_neg()},"
             f"inf={t.is_inference()},storage={sid})")
 
@@ -223,19 +229,35 @@ def _knobs() -> str:
     return repr(sorted((k, repr(getattr(config, k))) for k in config._knobs() if k not in _KEY_SKIP))
 
 
+def _constant(gm: torch.fx.GraphModule, target: str) -> str:
+    """A tensor attribute of an ATen graph (a constant the trace made), by value."""
+    obj: Any = gm
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    if not isinstance(obj, torch.Tensor) or type(obj) not in (torch.Tensor, torch.nn.Parameter) or \
+            obj.device.type != "cpu" or obj.layout != torch.strided:
+        raise _Uncacheable(f"attribute {target} of type {type(obj).__name__}")
+    data = obj.detach().contiguous().view(torch.uint8).numpy().tobytes() if obj.numel() else b""
+    return f"const({_tensor_meta(obj, {})},{hashlib.sha256(data).hexdigest()})"
+
+
 def graph_key(backend: str, gm: torch.fx.GraphModule, inputs: list, state: list,
-              attr_slot: dict) -> str | None:
+              attr_slot: dict | None, extra: str = "") -> str | None:
     """The key of compiling ``gm`` on ``inputs`` (with ``state``, the tensors its ``get_attr``
-    nodes read, at the slots ``attr_slot`` gives); None where the graph cannot be cached."""
+    nodes read, at the slots ``attr_slot`` gives; ``attr_slot`` None: attributes are constants,
+    keyed by value); None where the graph cannot be cached."""
     if not config.warm_start or getattr(config, "repro_after", None) is not None:
         return None         # (the minifier checks each compile: it must see one)
     try:
-        lines = [f"backend={backend}", environment(), _modes(), _knobs()]
+        lines = [f"backend={backend}", extra, environment(), _modes(), _knobs()]
         storages: dict = {}
         lines += [f"in{i}={_value_meta(v, storages)}" for i, v in enumerate(inputs)]
         lines += [f"state{i}={_value_meta(v, storages)}" for i, v in enumerate(state)]
         for n in gm.graph.nodes:
-            if n.op == "get_attr":
+            if n.op == "get_attr" and attr_slot is None:
+                lines.append(f"{n.name}=get_attr:{_constant(gm, n.target)}")
+            elif n.op == "get_attr":
+                assert attr_slot is not None
                 if n.target not in attr_slot:
                     raise _Uncacheable(f"attribute {n.target} is not a tensor")
                 lines.append(f"{n.name}=get_attr:state{attr_slot[n.target]}")
@@ -505,6 +527,20 @@ def lookup(key: str | None, bound: dict) -> Callable | None:
     return fn
 
 
+def compile_cached(compile_fn: Callable, gm: torch.fx.GraphModule, example_inputs: list, **kwargs) -> Callable:
+    """``compile_fn(gm, example_inputs, **kwargs)`` (``compile_aten_graph``: an AOT forward,
+    backward or inference graph) through the warm cache, keyed by the ATen graph, its inputs'
+    metadata (fake or real) and ``kwargs``."""
+    extra = f"aten:{sorted(kwargs.items())!r}:fallback_random={gm.meta.get('fallback_random')}"
+    key = graph_key("inductor", gm, list(example_inputs), [], None, extra) if not kwargs.get("bound") else None
+    hit = lookup(key, {})
+    if hit is not None:
+        return hit
+    compiled = compile_fn(gm, example_inputs, **kwargs)
+    store(key, compiled, [gm], {})
+    return compiled
+
+
 # -- moving artifacts between processes -----------------------------------------------------------
 
 def save_cache_artifacts() -> bytes:
@@ -575,4 +611,5 @@ def load_cache_artifacts(data: bytes) -> dict | None:
     return {"entries": len(entries), "kernels": n_k}
 
 
-__all__ = ["environment", "graph_key", "load_cache_artifacts", "lookup", "save_cache_artifacts", "store"]
+__all__ = ["compile_cached", "environment", "graph_key", "load_cache_artifacts", "lookup", "save_cache_artifacts",
+           "store"]

@@ -161,7 +161,11 @@ def _output_aliases_input(program, primals: list) -> bool:
 
 
 def _training_graph(gm: torch.fx.GraphModule, example_inputs: list):
-    return compile_aten_graph(gm, example_inputs, training=True)
+    return warm_cache.compile_cached(compile_aten_graph, gm, example_inputs, training=True)
+
+
+def _inference_graph(gm: torch.fx.GraphModule, example_inputs: list):
+    return warm_cache.compile_cached(compile_aten_graph, gm, example_inputs)
 
 
 def _training(gm: torch.fx.GraphModule, inputs: list):
@@ -169,7 +173,7 @@ def _training(gm: torch.fx.GraphModule, inputs: list):
     mutate (its runtime handles write-back and view regeneration for both)."""
     try:
         return aot_compile(gm, inputs, fw_compiler=_training_graph, bw_compiler=_training_graph,
-                           inference_compiler=compile_aten_graph, partition="min_cut",
+                           inference_compiler=_inference_graph, partition="min_cut",
                            decompositions=DECOMPOSITIONS)
     except Exception as e:
         if config.kernel_raise_errors:
