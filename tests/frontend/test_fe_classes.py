@@ -473,3 +473,23 @@ def test_inplace_op_with_a_subclass_argument_returns_a_new_subclass_object():
     c, _ = _compiled(f, fullgraph=True)
     make = lambda: (torch.ones(2), torch.ones(2).as_subclass(MyTensor))    # noqa: E731
     assert c(*make()) == f(*make()) == ("MyTensor", False, True, "Tensor")
+
+
+class Pair(tuple):
+    def s(self):
+        return self[0] + self[1]
+
+
+def test_subclasses_and_tensor_keyed_dicts_live_across_a_graph_break():
+    def f(x):
+        b = Batch([x, x * 2])
+        p = Pair((x, 3))
+        d = {x: "x", b[1]: "y"}
+        b.tag = 7
+        print("", end="")
+        return b.total() + p.s(), type(b).__name__, b.tag, len(d), d[x], d[b[1]], type(p).__name__
+
+    c, _ = _compiled(f)
+    x = torch.ones(2)
+    out, expected = c(x), f(x)
+    assert torch.equal(out[0], expected[0]) and out[1:] == expected[1:]
