@@ -279,3 +279,16 @@ def test_reused_kernel_with_index_checks_still_raises_like_eager(fresh_cache):
             c(bad)
         assert str(err.value).startswith(str(eager_err.value)) and "index 20" in str(err.value)
     xcompile.reset()
+
+
+def test_adding_files_prunes_past_the_cap(fresh_cache, monkeypatch):
+    d = fresh_cache / "warm"
+    d.mkdir()
+    for i in range(4):
+        p = d / f"e{i}.bin"
+        p.write_bytes(b"x" * 300_000)
+        os.utime(p, (time.time() - 100 + i, time.time() - 100 + i))
+    monkeypatch.setattr(cache_dir, "_added", 0)
+    with config.patch(cache_size_cap_mb=0.5):
+        cache_dir.added()                  # the first addition of a process prunes
+    assert sorted(p.name for p in d.iterdir()) == ["e3.bin"]
