@@ -140,3 +140,30 @@ def test_no_split_outside_ddp():
     xcompile.compile(m, backend=be)(torch.randn(8, 64)).sum().backward()
     assert len(be.graphs) == 1
     assert ddp_split.active_ddp() is None
+
+
+class WithNoGradBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(64, 64)
+        self.b = MLP()
+
+    def forward(self, x):
+        with torch.no_grad():
+            x = self.a(x)
+        return self.b(x)
+
+
+def test_graph_with_grad_mode_switch_is_not_split():
+    """A grad-mode switch in the graph is consumed by the backend's trace: cutting between it and
+    the ops it governs would lose it, so such a graph stays whole (and right)."""
+    torch.manual_seed(0)
+    cddp, eddp = _pair(WithNoGradBlock(), bucket_cap_mb=0.02, find_unused_parameters=True)
+    be = Counting()
+    compiled = xcompile.compile(cddp, backend=be)
+    for _ in range(2):
+        x = torch.randn(8, 64)
+        _step(compiled, x)
+        _step(eddp, x)
+        _same_grads(cddp.module, eddp.module)
+    assert len(be.graphs) == 1

@@ -176,8 +176,28 @@ class Split:
         self.n_buckets = n_buckets
 
 
+# Nodes that change global state for the ops after them (a `with torch.no_grad()` / autocast block
+# in the graph): the backends consume them while tracing one graph, so a cut between them and
+# the ops they govern would lose the mode. Such graphs are not split.
+_MODE_NODES = (torch._C._set_grad_enabled, torch.amp._enter_autocast, torch.amp._exit_autocast)
+
+
+def _unsplittable(gm: torch.fx.GraphModule) -> str | None:
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and n.target in _MODE_NODES:
+            return f"it switches {getattr(n.target, '__name__', n.target)} inside"
+        if n.op == "get_attr" and isinstance(_attr(gm, n.target), torch.fx.GraphModule):
+            return "it holds a subgraph (a higher-order op)"
+    return None
+
+
 def plan_split(gm: torch.fx.GraphModule, example_inputs: list, ddp) -> Split:
+    """Where to cut ``gm`` for ``ddp``'s buckets (one subgraph: ``Split.n == 1``)."""
     bucket_of, n_buckets = param_buckets(gm, example_inputs, ddp)
+    why = _unsplittable(gm)
+    if why is not None:
+        log.log("graph_code", "DDP: graph not split (%s)", why)
+        return Split({}, 1, [], [], n_buckets)
     inputs = dict(zip([n for n in gm.graph.nodes if n.op == "placeholder"], example_inputs))
     nodes = [n for n in gm.graph.nodes if n.op not in ("placeholder", "get_attr", "output")]
     # Walk backwards: ``cur`` is the bucket of the subgraph being filled (the latest one first).
@@ -238,12 +258,12 @@ def _split_module(gm: torch.fx.GraphModule, split: Split) -> torch.fx.GraphModul
         part[node] = users[0]
         for p in users[1:]:
             with graph.inserting_after(node):
-                copy = graph.get_attr(node.target)
-            copy.meta = dict(node.meta)
+                dup = graph.get_attr(node.target)
+            dup.meta = dict(node.meta)
             for u in list(node.users):
                 if part.get(u) == p:
-                    u.replace_input_with(node, copy)
-            part[copy] = p
+                    u.replace_input_with(node, dup)
+            part[dup] = p
     gm.recompile()
     return split_module(gm, gm, lambda n: part[n], keep_original_order=True)
 
