@@ -255,3 +255,27 @@ def test_env_vars_are_read_at_import():
     env = dict(os.environ, XCOMPILE_REPRO_AFTER="aot", XCOMPILE_REPRO_LEVEL="4", XCOMPILE_REPRO_DIR="/tmp/xr")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert r.stdout.split() == ["aot", "4", "/tmp/xr"], r.stderr
+
+
+def test_attempts_are_capped(repro, monkeypatch):
+    # past repro_max_attempts the smallest failing graph found so far is written
+    monkeypatch.setattr(xcompile.config, "repro_after", "dynamo")
+    monkeypatch.setattr(xcompile.config, "repro_max_attempts", 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(xcompile.exc.BackendCompilerFailed, match="planted failure"):
+            xcompile.compile(f, backend="xc_test_planted_relu")(*_inputs())
+    text = open(minifier.last_repro_path).read()
+    assert "stopped at the limit" in text and "in 2 attempts" in text
+
+
+def test_a_failing_minifier_leaves_the_programs_exception(repro, monkeypatch):
+    monkeypatch.setattr(xcompile.config, "repro_after", "dynamo")
+
+    def broken(*args):
+        raise KeyError("minifier bug")
+    monkeypatch.setattr(minifier, "_minify", broken)
+    with pytest.warns(RuntimeWarning, match="could not write a repro"):
+        with pytest.raises(xcompile.exc.BackendCompilerFailed, match="planted failure: relu"):
+            xcompile.compile(f, backend="xc_test_planted_relu")(*_inputs())
+    assert minifier.last_repro_path is None

@@ -8,10 +8,13 @@
   the inductor backend's inference path, call ``repro_compilers`` for their graph compilers).
 
 ``config.repro_level``: 1 writes the failing graph as a repro without minifying it; 2 (default)
-minifies a graph whose compile, or a run of whose compiled form, raised; 3 also runs each
-compiled graph on generated inputs when it is compiled; 4 also compares those results with an
-eager run (float64 reference, ``repro_code.same``) and treats a mismatch as the failure
-(raising ``AccuracyError``).
+minifies a graph whose compile, or a call of whose compiled form, raised (with after="dynamo" a
+backward graph an AOT backend compiles at the first backward is not covered: level 3, or
+after="aot", sees it); 3 also compiles a copy of each graph and runs it, forward and backward,
+on generated inputs when the graph is compiled; 4 also compares those results with an eager run
+(float64 reference, ``repro_code.same``; forward outputs only) and treats a mismatch as the
+failure (raising ``AccuracyError``). Levels 3 and 4 compile each graph twice (the copy, then
+the graph itself), as torch's do, and skip graphs with symbolic sizes or meta tensors.
 
 Minifying is delta debugging over the graph's call nodes: a candidate keeps a subset of them;
 values it no longer computes become inputs (their shapes, strides and dtypes are those of an
