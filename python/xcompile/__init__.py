@@ -7,7 +7,10 @@ _check_torch()      # before _C loads: a different torch gets an ImportError tha
 # True while xcompile (or torch.compile) traces the calling code, False when it runs eagerly.
 from torch.compiler import is_compiling  # noqa: F401
 
-from . import config  # noqa: F401
+from . import (
+    config,  # noqa: F401
+    utils,  # noqa: F401
+)
 from .api import (  # noqa: F401
     OptimizedModule,
     compile,
@@ -20,7 +23,6 @@ from .api import (  # noqa: F401
 from .api_cache import load_cache_artifacts, save_cache_artifacts  # noqa: F401
 from .api_export import ExportError, ExportResult, export  # noqa: F401
 from .api_numpy import wrap_numpy  # noqa: F401
-from .stance import set_stance  # noqa: F401
 from .api_shapes import mark_dynamic, mark_static, mark_static_address, maybe_mark_dynamic  # noqa: F401
 from .api_tracing import (  # noqa: F401
     allow_in_graph,
@@ -38,6 +40,7 @@ from .backends.registry import (  # noqa: F401
 )
 from .debug.explain import explain  # noqa: F401
 from .log import set_logs  # noqa: F401
+from .stance import set_stance  # noqa: F401
 from .stats import counters  # noqa: F401
 
 __version__ = "0.1.0"
