@@ -18,6 +18,7 @@ import torch
 from torch.utils._device import DeviceContext
 
 from . import _C, config, log, numpy_io, stance
+from .backends.ddp import maybe_split
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
 from .debug import dump, timing
@@ -298,7 +299,6 @@ class ConvertFrame:
             from .debug.minifier import repro_backend
             backend = repro_backend(backend, self.backend_name, knobs)
         if config.optimize_ddp:                   # under DDP: one subgraph per bucket (backends/ddp.py)
-            from .backends.ddp import maybe_split
             backend = maybe_split(backend, code, lambda: (grad_on, config.patch(**knobs), _user_hooks_deferred()),
                                   lambda e, g: self._subgraph_failed(code, e, g))
         try:
