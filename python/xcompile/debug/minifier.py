@@ -174,7 +174,9 @@ class _RunChecked:
                 _report(subject, Outcome("run_error", e), self._level)
             raise
 
-    def __getattr__(self, name):
+    def __getattr__(self, name):               # what the compiled callable carries (not set up: copies)
+        if name.startswith("__") or name in ("_compiled", "_subject", "_level"):
+            raise AttributeError(name)
         return getattr(self._compiled, name)
 
 
