@@ -406,6 +406,9 @@ def compile_split(gm: torch.fx.GraphModule, example_inputs: list, compile_fn: Co
     """The graph split at ``ddp``'s bucket boundaries, each subgraph compiled by ``compile_fn``
     at its first call; None where there is one bucket (the caller compiles the graph whole).
     Before DDP has built its final buckets: a ``SplitRunner``."""
+    inputs = dict(zip([n for n in gm.graph.nodes if n.op == "placeholder"], example_inputs))
+    if not any(_param_of(gm, n, inputs) is not None for n in gm.graph.nodes):
+        return None                          # no parameter DDP reduces: nothing to cut for
     if _final_buckets(ddp) is None:
         log.log("graph_code", "DDP buckets for %s: not final yet (DDP rebuilds them after its first backward); "
                 "the graph runs as captured until then", getattr(code, "co_name", "graph"))
