@@ -223,6 +223,7 @@ static inline uint16_t xc_f2bf(float f) {
 static inline float xc_round_bf(float f) { return xc_bf2f(xc_f2bf(f)); }
 template <typename T> static inline void xc_welford_merge(T& mean, T& m2, T& n, T mb, T m2b, T nb) {
   if (nb == 0) return;
+  if (n == 0) { mean = mb; m2 = m2b; n = nb; return; }  // (an empty side: d * d * 0 is NaN for huge d)
   T nn = n + nb; T d = mb - mean;
   mean = mean + d * (nb / nn); m2 = m2 + m2b + d * d * (n * nb / nn); n = nn;
 }

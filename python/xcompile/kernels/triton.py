@@ -127,7 +127,10 @@ def _welford_combine(m1, s1, w1, m2, s2, w2):
     w = w1 + w2
     frac = tl.where(w == 0.0, 0.0, w2 / tl.where(w == 0.0, 1.0, w))
     d = m2 - m1
-    return m1 + d * frac, s1 + s2 + d * d * w1 * frac, w
+    # an empty side contributes nothing (d * d * 0 is NaN when the other side's mean is huge)
+    mean = tl.where(w1 == 0.0, m2, tl.where(w2 == 0.0, m1, m1 + d * frac))
+    m2_ = tl.where(w1 == 0.0, s2, tl.where(w2 == 0.0, s1, s1 + s2 + d * d * w1 * frac))
+    return mean, m2_, w
 '''
 
 TRITON_OPS = {
