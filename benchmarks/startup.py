@@ -56,6 +56,9 @@ CHILD = textwrap.dedent('''
             got = torch.compiler.save_cache_artifacts()
             return got[0] if got else b""
         load, compile_fn = torch.compiler.load_cache_artifacts, torch.compile
+    t0 = time.perf_counter()
+    import torch._dynamo  # both pay it: torch.compile() imports it, xcompile's FakeTensorMode() does
+    t_dynamo = time.perf_counter() - t0
     t_load = 0.0
     if mode == "warm":
         with open(art, "rb") as f:
@@ -63,9 +66,6 @@ CHILD = textwrap.dedent('''
         t0 = time.perf_counter()
         load(data)
         t_load = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    import torch._dynamo  # both pay it: torch.compile() imports it, xcompile's FakeTensorMode() does
-    t_dynamo = time.perf_counter() - t0
     with torch.no_grad():
         t0 = time.perf_counter()
         compiled = compile_fn(model)
