@@ -3,9 +3,12 @@
 A fresh process still runs the frontend (the bytecode trace: it decides the graph and builds the
 guards, so a warm entry is used exactly where a fresh compile would make the same graph).  What
 it skips is the backend's work for that graph: for backend "inductor", the ATen trace
-(``trace_aten``), lowering, fusion, code generation and the C++ builds.  Each compiled graph is
-kept as an entry under ``<cache_dir>/warm/<key>.bin`` where ``key`` hashes everything that
-compile depends on:
+(``trace_aten``), lowering, fusion, code generation and the C++ builds of an inference graph
+(``graph_key``); for the graphs AOT autograd makes (a training step's forward and backward, an
+inference graph that writes into its inputs) the joint trace and partition still run and the
+kernel compile of each ATen graph is reused (``compile_cached``, keyed the same way by the ATen
+graph, trace-made constants by value).  Each compiled graph is kept as an entry under
+``<cache_dir>/warm/<key>.bin`` where ``key`` hashes everything that compile depends on:
 
 - the captured FX graph, canonically (ops by qualified name, resolved back to the very object;
   arguments by value; anything else, such as a user function allowed in the graph, a
