@@ -26,7 +26,7 @@ name, a tensor constant by value; a global it cannot describe means no entry), a
 kernels' metadata.  Entries are pickles read with an unpickler that only builds our own plain
 types, sympy expressions and torch dtypes/devices; tensors go through ``torch.load(weights_only=True)``.
 
-``save_cache_artifacts()`` bundles the entries this process made or used, with their shared
+``save_cache_artifacts()`` (warm_artifacts.py) bundles the entries this process made or used, with their shared
 objects, into bytes; ``load_cache_artifacts(data)`` checks them (magic, checksum, environment)
 and writes them into the cache directory.  Anything stale, foreign or damaged is ignored with a
 log line (``xcompile.warm_cache``) and the graph is compiled as usual.
@@ -544,75 +544,4 @@ def compile_cached(compile_fn: Callable, gm: torch.fx.GraphModule, example_input
     return compiled
 
 
-# -- moving artifacts between processes -----------------------------------------------------------
-
-def save_cache_artifacts() -> bytes:
-    """The warm-start entries this process stored or used, with the kernels they load, as bytes
-    for ``load_cache_artifacts`` in another process (torch.compiler.save_cache_artifacts's
-    contract, our own format)."""
-    entries: dict[str, bytes] = {}
-    shared: dict[str, bytes] = {}
-    for key, path in list(_session.items()):
-        try:
-            data = path.read_bytes()
-        except OSError:
-            continue
-        payload = _unseal(data, _ENTRY_MAGIC)
-        if payload is None:
-            continue
-        entry = _loads(payload)
-        stems = {d[1][0] for _, d in entry["globals"] if d[0] == "kernel"}
-        stems |= {k[0][0] for k in entry["kernels"]} | {k[1][0] for k in entry["kernels"] if k[1]}
-        try:
-            for stem in stems:
-                if stem not in shared:
-                    shared[stem] = (kernels_root() / "cpp" / f"{stem}.so").read_bytes()
-        except OSError:
-            continue
-        entries[key] = data
-    bundle = {"format": FORMAT, "env": environment(), "versions": _versions(), "entries": entries,
-              "shared": shared}
-    return _seal(pickle.dumps(bundle, protocol=4), MAGIC)
-
-
-def load_cache_artifacts(data: bytes) -> dict | None:
-    """Install the entries of ``save_cache_artifacts()``'s bytes into the cache directory.
-    Returns ``{"entries": n, "kernels": m}``, or None when the bytes are ignored (damaged, or
-    made by another torch/xcompile/Python or on another machine): that is logged, and the
-    graphs are then compiled as usual."""
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise TypeError(f"load_cache_artifacts takes bytes, got {type(data).__name__}")
-    payload = _unseal(bytes(data), MAGIC)
-    if payload is None:
-        _ignored("artifacts ignored: not xcompile warm-start artifacts, or damaged (bad header or checksum)")
-        return None
-    try:
-        bundle = _loads(payload)
-        entries, shared, env = bundle["entries"], bundle["shared"], bundle["env"]
-    except Exception as e:  # noqa: BLE001
-        _ignored("artifacts ignored: unreadable (%s: %s)", type(e).__name__, e)
-        return None
-    if bundle.get("format") != FORMAT or env != environment():
-        _ignored("artifacts ignored: made by %s, this process runs %s (or another machine / xcompile build)",
-                 bundle.get("versions"), _versions())
-        return None
-    kdir = kernels_root() / "cpp"
-    n_k = 0
-    for stem, so in shared.items():
-        path = kdir / f"{stem}.so"
-        if not path.exists():
-            _write_atomic(path, so)
-            n_k += 1
-    for key, entry in entries.items():
-        if _unseal(entry, _ENTRY_MAGIC) is None:
-            _ignored("artifact entry %s damaged; skipped", key)
-            continue
-        _write_atomic(_entry_path(key), entry)
-        _session.setdefault(key, _entry_path(key))
-    log.log("warm_cache", "loaded %d entries and %d kernels into %s", len(entries), n_k, cache_dir.root())
-    cache_dir.added()
-    return {"entries": len(entries), "kernels": n_k}
-
-
-__all__ = ["compile_cached", "environment", "graph_key", "load_cache_artifacts", "lookup", "save_cache_artifacts",
-           "store"]
+__all__ = ["compile_cached", "environment", "graph_key", "lookup", "store"]
