@@ -255,6 +255,7 @@ class DictWatch {
         ref_(o.ref_),
         slot_(o.slot_),
         hold_(o.hold_),
+        gates_(o.gates_),
         version_(o.version_),
         snap_(std::move(o.snap_)) {
     o.ref_ = nullptr;
@@ -280,6 +281,11 @@ class DictWatch {
   }
   // Identity of the dict (never dereferenced: for bookkeeping of what is watched).
   PyObject* id() const { return ptr_; }
+  bool is_module_dict() const { return hold_ == MODULE_DICT; }
+  // A module's _forward_hooks / _forward_pre_hooks table, empty when watched, whose side tables
+  // (with_kwargs, always_called) were left unwatched (ModuleTree, lazy): see skip_table.
+  bool gates_side_tables() const { return gates_; }
+  void set_gates_side_tables(bool g) { gates_ = g; }
 
   bool unchanged() {
     PyObject* d = dict();
@@ -327,6 +333,7 @@ class DictWatch {
   PyObject* ref_;  // STRONG: the dict; WEAK: a weakref to it; MODULE_DICT: to the module
   PyObject** slot_ = nullptr;  // MODULE_DICT: the module's __dict__ slot
   Hold hold_;
+  bool gates_ = false;  // packed next to hold_: the per-call walk reads ~1400 of these
   uint64_t version_ = 0;
   // Read only when the version changed: kept out of line, so the per-call walk over a big
   // tree's watches (hundreds) stays within the L1 cache.
@@ -350,9 +357,57 @@ class DictUnchanged final : public Leaf {
   DictWatch watch_;
 };
 
+// Which tables of a module's __dict__ a lazy tree leaves unwatched (the per-call cost of a
+// tree is one version read per watched dict: 15 per module for all of them, 8 for the rest):
+//  - the state_dict / load_state_dict hook tables: nn.Module's call never reads them (a trace
+//    that read one asks for a full tree: SideEffects.reads_module_tables);
+//  - the side tables of the forward (pre-)hooks (with_kwargs, always_called) while the hook
+//    table they annotate is empty: nn.Module's call (and the frontend's inlined hooks) look up
+//    only the ids of registered hooks in them. The hook table is watched; once it changes the
+//    guard fails, and the next tree watches the side tables too (gates_side_tables).
+// Returns 1: skip, 0: watch, 2: watch, and it gates side tables that were skipped.
+int skip_table(PyObject* module_dict, PyObject* key) {
+  static PyObject* names[8] = {nullptr};
+  static const char* text[8] = {"_state_dict_hooks",
+                                "_state_dict_pre_hooks",
+                                "_load_state_dict_pre_hooks",
+                                "_load_state_dict_post_hooks",
+                                "_forward_hooks_with_kwargs",
+                                "_forward_hooks_always_called",
+                                "_forward_pre_hooks_with_kwargs",
+                                "_forward_hooks"};
+  static PyObject* pre_hooks = nullptr;
+  if (names[0] == nullptr) {
+    for (int i = 0; i < 8; i++) names[i] = PyUnicode_InternFromString(text[i]);
+    pre_hooks = PyUnicode_InternFromString("_forward_pre_hooks");
+  }
+  if (!PyUnicode_Check(key)) return 0;
+  auto empty_table = [&](PyObject* name) {
+    PyObject* t = PyDict_GetItemWithError(module_dict, name);  // borrowed
+    if (t == nullptr) PyErr_Clear();
+    return t != nullptr && PyDict_Check(t) && PyDict_GET_SIZE(t) == 0;
+  };
+  auto is = [&](PyObject* name) {
+    return key == name ||
+           PyUnicode_Compare(key, name) == 0;  // keys are interned: rarely the slow way
+  };
+  for (int i = 0; i < 4; i++) {
+    if (is(names[i])) return 1;
+  }
+  if (is(names[4]) || is(names[5])) return empty_table(names[7]) ? 1 : 0;
+  if (is(names[6])) return empty_table(pre_hooks) ? 1 : 0;
+  if (is(names[7]) || is(pre_hooks)) {
+    PyObject* v = PyDict_GetItemWithError(module_dict, key);
+    if (v == nullptr) PyErr_Clear();
+    return v != nullptr && PyDict_Check(v) && PyDict_GET_SIZE(v) == 0 ? 2 : 0;
+  }
+  return 0;
+}
+
 class ModuleTree final : public Leaf {
  public:
-  ModuleTree(PyObject* module, std::string desc) : Leaf(std::move(desc)), module_(module) {
+  ModuleTree(PyObject* module, std::string desc, bool lazy)
+      : Leaf(std::move(desc)), module_(module), lazy_(lazy) {
     if (!watch_tree()) throw_python_error();
   }
 
@@ -372,12 +427,16 @@ class ModuleTree final : public Leaf {
           if (PyObject* d = w.dict()) seen.insert(d);
         }
       }
-      if (!watches_[i].snapshot()) continue;  // gone: the check keeps failing
+      if (watches_[i].gates_side_tables()) return rewatch_all();  // a hook table changed
+      if (!watches_[i].snapshot()) continue;                      // gone: the check keeps failing
       PyObject* d = watches_[i].dict();
+      const bool module_dict = lazy_ && watches_[i].is_module_dict();
       PyObject *k, *v;
       Py_ssize_t pos = 0;
       while (PyDict_Next(d, &pos, &k, &v)) {
-        if (PyDict_Check(v) && seen.insert(v).second) watches_.push_back(DictWatch::of_value(v));
+        if (PyDict_Check(v) && (!module_dict || skip_table(d, k) == 0) && seen.insert(v).second) {
+          watches_.push_back(DictWatch::of_value(v));
+        }
         if (is_new_module(v, seen)) return rewatch_all();
       }
     }
@@ -469,7 +528,13 @@ class ModuleTree final : public Leaf {
         PyObject *k, *v;
         Py_ssize_t pos = 0;
         while (PyDict_Next(d, &pos, &k, &v)) {
-          if (PyDict_Check(v)) watch(v);
+          if (!PyDict_Check(v)) continue;
+          const int skip = lazy_ && own_dict ? skip_table(d, k) : 0;
+          if (skip == 1) continue;
+          if (seen.count(v) == 0) {
+            watch(v);
+            watches_.back().set_gates_side_tables(skip == 2);
+          }
         }
       }
       Py_DECREF(d);
@@ -490,6 +555,7 @@ class ModuleTree final : public Leaf {
   }
 
   WeakId module_;
+  bool lazy_;
   std::vector<DictWatch> watches_;
 };
 
@@ -522,8 +588,8 @@ std::unique_ptr<Leaf> make_dict_unchanged(PyObject* dict, std::string desc) {
   return std::make_unique<DictUnchanged>(dict, std::move(desc));
 }
 
-std::unique_ptr<Leaf> make_module_tree(PyObject* module, std::string desc) {
-  return std::make_unique<ModuleTree>(module, std::move(desc));
+std::unique_ptr<Leaf> make_module_tree(PyObject* module, std::string desc, bool lazy) {
+  return std::make_unique<ModuleTree>(module, std::move(desc), lazy);
 }
 
 }  // namespace xc

@@ -13,7 +13,10 @@
 //                          (identity first, else same type and ==)
 //   dict_unchanged(d)      v is d and d unchanged                          d + a snapshot
 //   module_tree(m)         v is m and no dict of m's tree changed          m (weakly) + watched
-//                                                                         dicts (see below)
+//                          (lazy: not the state_dict hook tables, nor     dicts (see below)
+//                          the forward hooks' side tables while their
+//                          hook table is empty: nn.Module's call never
+//                          reads them)
 //   tensor_match(t)        exact type, dispatch keys, dtype, device,       the type
 //                          sizes, strides (strided only), requires_grad
 //   global_state()         grad mode, inference mode, autocast (cpu, cuda), default dtype,
@@ -57,7 +60,9 @@ std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc);
 std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::string desc);
 std::unique_ptr<Leaf> make_dict_unchanged(PyObject* dict, std::string desc);
 // Calls module.modules() and reads torch.nn.modules.module at construction (Python-level).
-std::unique_ptr<Leaf> make_module_tree(PyObject* module, std::string desc);
+// `lazy`: the state_dict hook tables, and the forward hooks' side tables while their hook table
+// is empty, are not watched (guard_leaves.cpp, skip_table).
+std::unique_ptr<Leaf> make_module_tree(PyObject* module, std::string desc, bool lazy = true);
 
 // guard_tensor.cpp. `sizes` / `strides`, when given, replace the example's (nullopt entries are
 // not checked: dynamic dimensions).

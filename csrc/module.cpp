@@ -107,10 +107,12 @@ PYBIND11_MODULE(_C, m) {
           py::arg("strides") = py::none())
       .def(
           "add_module_tree",
-          [](GuardNode& n, py::object module, std::string desc) {
-            n.add_leaf(make_module_tree(module.ptr(), std::move(desc)));
+          [](GuardNode& n, py::object module, std::string desc, bool lazy_hooks) {
+            n.add_leaf(make_module_tree(module.ptr(), std::move(desc), lazy_hooks));
           },
-          py::arg("module"), py::arg("desc"))
+          py::arg("module"), py::arg("desc"), py::kw_only(), py::arg("lazy_hooks") = true,
+          "lazy_hooks: leave the state_dict hook tables, and the forward hooks' side tables while "
+          "their hook table is empty, unwatched (nn.Module's call never reads them).")
       .def(
           "add_dict_keys",
           [](GuardNode& n, py::object keys, std::string desc) {

@@ -84,6 +84,14 @@ if TYPE_CHECKING:
     from .tracer import Tracer
 
 
+
+# Module tables a lazy MODULE_TREE does not watch (csrc/guard_leaves.cpp, skip_table), and
+# ``__dict__`` (which reaches them).
+LAZY_MODULE_TABLES = frozenset({
+    "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks",
+    "_forward_hooks_with_kwargs", "_forward_hooks_always_called", "_forward_pre_hooks_with_kwargs", "__dict__",
+})
+
 class _Deleted:
     def __repr__(self) -> str:
         return "<deleted>"
@@ -194,6 +202,12 @@ class SideEffects:
     def module_read(self, m: torch.nn.Module, name: str) -> None:
         """The trace read ``m.name`` from the real module (its value is baked into the graph)."""
         self._module_reads.add((id(m), name))
+
+    def reads_module_tables(self) -> bool:
+        """Whether the trace read a module table that a lazy MODULE_TREE leaves unwatched (the
+        state_dict hook tables, the forward hooks' side tables) or a module's ``__dict__``: then
+        the guard watches every table (guards/spec.py, GuardSet.all_module_tables)."""
+        return any(name in LAZY_MODULE_TABLES for _, name in self._module_reads)
 
     def _rewatch_safe(self) -> bool:
         """After applying, may the entry's guard take the new module state as its baseline?

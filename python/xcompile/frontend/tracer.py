@@ -210,6 +210,7 @@ class Tracer:
     def build_guards(self) -> GuardSet:
         """The guards of the trace, with those of its symbolic sizes (frontend/shapes.py)."""
         guard_set = self.guards.build()
+        guard_set.all_module_tables = self.side_effects.reads_module_tables()
         env, policy = self.gb.fake_mode.shape_env, self.shapes
         produce_guards(env, policy, guard_set)
         if env is not None:

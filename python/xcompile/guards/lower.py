@@ -42,8 +42,9 @@ assert set(_LEAVES) == set(spec.KINDS), "every guard kind needs a lowering row"
 
 
 class _Lowering:
-    def __init__(self, n_slots: int):
+    def __init__(self, n_slots: int, all_module_tables: bool = False):
         self.root = _C.RootGuard(n_slots)
+        self.all_module_tables = all_module_tables
         self.nodes: dict[Source, object] = {}
 
     def node(self, src: Source):
@@ -78,6 +79,9 @@ class _Lowering:
                                                  sizes=list(sizes),
                                                  strides=None if strides is None else list(strides))
             return
+        if g.kind == spec.MODULE_TREE:
+            self.node(g.source).add_module_tree(g.value, str(g), lazy_hooks=not self.all_module_tables)
+            return
         method, convert = _LEAVES[g.kind]
         getattr(self.node(g.source), method)(convert(g.value), str(g))
 
@@ -100,7 +104,7 @@ def lower_guards(guards: spec.GuardSet, input_sources: list[Source],
     for src in [s for pair in guards.same_object for s in pair] + shape_sources:
         if src not in input_sources and src not in extra:
             extra[src] = n_fixed + len(extra)
-    low = _Lowering(n_fixed + len(extra))
+    low = _Lowering(n_fixed + len(extra), guards.all_module_tables)
     for g in guards.guards:
         low.add(g, guards.dims)
     for i, src in enumerate(input_sources):

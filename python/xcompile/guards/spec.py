@@ -82,6 +82,9 @@ class GuardSet:
     same_object: list[tuple[Source, Source]] = field(default_factory=list)
     # Grad mode / inference mode / autocast as seen at trace time (checked in C++).
     global_state: bool = True
+    # MODULE_TREE guards watch every table of every module, not only those nn.Module's call
+    # reads (csrc/guard_leaves.cpp, skip_table): set when the trace read one of the others.
+    all_module_tables: bool = False
     # Tensor inputs with symbolic sizes: source -> (sizes, strides) that TENSOR_MATCH checks,
     # None for a symbolic entry (the relations below check those).
     dims: dict[Source, tuple[tuple, tuple | None]] = field(default_factory=dict)
