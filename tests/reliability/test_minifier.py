@@ -274,7 +274,7 @@ def test_a_failing_minifier_leaves_the_programs_exception(repro, monkeypatch):
 
     def broken(*args):
         raise KeyError("minifier bug")
-    monkeypatch.setattr(minifier, "_minify", broken)
+    monkeypatch.setattr(minifier, "minify", broken)
     with pytest.warns(RuntimeWarning, match="could not write a repro"):
         with pytest.raises(xcompile.exc.BackendCompilerFailed, match="planted failure: relu"):
             xcompile.compile(f, backend="xc_test_planted_relu")(*_inputs())
