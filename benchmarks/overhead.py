@@ -4,11 +4,21 @@ Single thread, one process, variants interleaved round by round.  For each row i
 µs per call of each variant and  (xcompile - eager) / (torch.compile - eager):  the share of
 torch.compile's overhead that xcompile still pays.  Target: <= 0.1 on every row.
 
-    python benchmarks/overhead.py [--calls N] [--rounds R]
+    python benchmarks/overhead.py [--calls N] [--rounds R] [--only SUBSTR]
+    python benchmarks/overhead.py --instructions [--calls N] [--only SUBSTR]
+
+--instructions: instructions per call of the cache-hit path, counted by valgrind's callgrind
+(no timing noise): each row is compiled with a stub backend whose "graph" returns the outputs it
+computed once, and the count of calling the compiled function minus the count of calling the
+stub directly is what xcompile adds per call (rows with graph breaks are left out).
+--all-tables counts the module rows as they were before MODULE_TREE left the state_dict hook
+tables and idle forward-hook side tables unwatched.  Skipped, with a message, where
+valgrind (or a C compiler for the small client-request helper) is missing.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import warnings
@@ -50,6 +60,43 @@ class Params100(torch.nn.Module):
         return x
 
 
+class PreNormBlock(torch.nn.Module):
+    """Pre-norm transformer block: attention (2 heads, causal) and a GELU MLP, each scaled by a
+    learned per-channel gate: 14 parameters."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.qkv, self.proj = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+        self.fc1, self.fc2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+        self.g1, self.g2 = torch.nn.Parameter(torch.ones(d)), torch.nn.Parameter(torch.ones(d))
+        self.heads = 2
+
+    def forward(self, x):
+        B, T, C = x.shape
+        h = C // self.heads
+        q, k, v = self.qkv(self.ln1(x)).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.heads, h).transpose(1, 2) for t in (q, k, v))
+        a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.g1 * self.proj(a.transpose(1, 2).reshape(B, T, C))
+        return x + self.g2 * self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+
+
+class PreNormTransformer(torch.nn.Module):
+    """``n`` pre-norm blocks at width 16 and a final LayerNorm: 14 n + 2 parameters (338 at 24
+    layers, 1122 at 80)."""
+
+    def __init__(self, n, d=16):
+        super().__init__()
+        self.blocks = torch.nn.ModuleList(PreNormBlock(d) for _ in range(n))
+        self.ln = torch.nn.LayerNorm(d)
+
+    def forward(self, x):
+        for b in self.blocks:
+            x = b(x)
+        return self.ln(x)
+
+
 _DEVNULL = open(os.devnull, "w")
 
 
@@ -67,6 +114,8 @@ def rows():
     yield "8-layer MLP under no_grad", MLP8(), (torch.randn(4, 32),), torch.no_grad
     yield "module with 100 parameters", Params100(), (torch.randn(2, 4),), torch.no_grad
     yield "one graph break (2 graphs)", one_break, (x,), None
+    yield "24-layer pre-norm, 338 params", PreNormTransformer(24), (torch.randn(1, 4, 16),), torch.no_grad
+    yield "80-layer pre-norm, 1122 params", PreNormTransformer(80), (torch.randn(1, 4, 16),), torch.no_grad
 
 
 def _captured_graph(fn, args, ctx):
@@ -93,11 +142,151 @@ def _captured_graph(fn, args, ctx):
     return lambda *a: fwd(*[a[i] for i in order])
 
 
+# -- instruction counts (callgrind) ----------------------------------------------------------------
+
+_HELPER_C = r"""
+#include <valgrind/callgrind.h>
+void xc_cg_start(void) { CALLGRIND_ZERO_STATS; CALLGRIND_TOGGLE_COLLECT; }
+void xc_cg_stop(const char* name) { CALLGRIND_TOGGLE_COLLECT; CALLGRIND_DUMP_STATS_AT(name); }
+int xc_cg_running(void) { return RUNNING_ON_VALGRIND; }
+"""
+
+
+def _build_helper(workdir):
+    """The client-request helper (callgrind.h's macros are inline asm, so a tiny shared object):
+    its path, or None with the reason printed."""
+    import shutil
+    import subprocess
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        print("--instructions: no C compiler (cc/gcc) to build the callgrind helper; skipped")
+        return None
+    src, so = os.path.join(workdir, "cg_helper.c"), os.path.join(workdir, "cg_helper.so")
+    with open(src, "w") as f:
+        f.write(_HELPER_C)
+    r = subprocess.run([cc, "-O1", "-shared", "-fPIC", src, "-o", so], capture_output=True, text=True)
+    if r.returncode != 0:
+        print("--instructions: cannot build the callgrind helper (valgrind headers missing?); skipped\n"
+              + r.stderr.strip()[:500])
+        return None
+    return so
+
+
+def _stub_backend(gm, example_inputs):
+    """The graph computed once; every call returns those outputs (the graph's cost drops out)."""
+    out = tuple(gm.forward(*example_inputs))
+
+    def stub(*args):
+        return out
+    return stub
+
+
+def _instructions_child(a):
+    """Runs under callgrind: per row, N calls of the compiled module, then N of its stub."""
+    import ctypes
+    helper = ctypes.CDLL(os.environ["XC_CG_HELPER"])
+    if not helper.xc_cg_running():
+        raise SystemExit("--instructions-child runs under valgrind only")
+    if a.all_tables:
+        from xcompile.frontend.side_effects import SideEffects
+        SideEffects.reads_module_tables = lambda self: True     # type: ignore[method-assign]
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    for k, (name, fn, args, ctx) in enumerate(rows()):
+        if a.only and a.only not in name:
+            continue
+        stubs = []
+
+        def backend(gm, example_inputs, stubs=stubs):
+            stubs.append(_stub_backend(gm, example_inputs))
+            return stubs[-1]
+        xc = xcompile.compile(fn, backend=backend)
+        ctx_ = ctx() if ctx is not None else contextlib.nullcontext()
+        with ctx_:
+            for _ in range(20):
+                xc(*args)
+            if len(stubs) != 1:                      # graph breaks: nothing comparable
+                continue
+            stub = stubs[0]
+            for label, f in (("xcompile", xc), ("stub", stub), ("empty", None)):
+                helper.xc_cg_start()
+                if f is None:
+                    for _ in range(a.calls):
+                        pass
+                else:
+                    for _ in range(a.calls):
+                        f(*args)
+                helper.xc_cg_stop(f"row{k}:{label}".encode())
+        xcompile.reset()
+
+
+def _callgrind_totals(outdir):
+    """{dump description: total instructions} of every callgrind dump in ``outdir``."""
+    totals = {}
+    for fname in os.listdir(outdir):
+        desc = total = None
+        with open(os.path.join(outdir, fname)) as f:
+            for line in f:
+                if line.startswith("desc: Trigger: Client Request: "):
+                    desc = line.split("Client Request: ", 1)[1].strip()
+                elif line.startswith(("summary:", "totals:")):
+                    total = int(line.split()[1])
+        if desc is not None and total is not None:
+            totals[desc] = total
+    return totals
+
+
+def instructions(a) -> int:
+    import shutil
+    import subprocess
+    import tempfile
+    if shutil.which("valgrind") is None:
+        print("--instructions: valgrind is not installed; skipped (apt-get install valgrind)")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        so = _build_helper(tmp)
+        if so is None:
+            return 0
+        outdir = os.path.join(tmp, "out")
+        os.mkdir(outdir)
+        cmd = ["valgrind", "--tool=callgrind", "--collect-atstart=no",
+               f"--callgrind-out-file={outdir}/cg.%p", sys.executable, os.path.abspath(__file__),
+               "--instructions-child", "--calls", str(a.calls)] + (["--only", a.only] if a.only else []) \
+            + (["--all-tables"] if a.all_tables else [])
+        print("running under callgrind (minutes: torch's import is interpreted instruction by instruction)...")
+        r = subprocess.run(cmd, env={**os.environ, "XC_CG_HELPER": so}, capture_output=True, text=True)
+        if r.returncode != 0:
+            print(r.stdout[-2000:], r.stderr[-3000:])
+            raise SystemExit(f"callgrind run failed ({r.returncode})")
+        totals = _callgrind_totals(outdir)
+    print(f"instructions per call on the cache-hit path ({a.calls} calls each; graph = a stub that returns "
+          f"its outputs, so only the compiler's own work is counted)")
+    hdr = f"{'row':30s} {'xcompile':>10s} {'stub':>10s} {'overhead':>10s}"
+    print(hdr)
+    print("-" * len(hdr))
+    for k, (name, _fn, _args, _ctx) in enumerate(rows()):
+        xc, stub, empty = (totals.get(f"row{k}:{v}") for v in ("xcompile", "stub", "empty"))
+        if xc is None or stub is None or empty is None:
+            continue
+        per = [(t - empty) / a.calls for t in (xc, stub)]
+        print(f"{name:30s} {per[0]:10.0f} {per[1]:10.0f} {per[0] - per[1]:10.0f}")
+    return 0
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
-    ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--calls", type=int, default=None)
     ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--only", default=None, help="rows whose name contains this")
+    ap.add_argument("--instructions", action="store_true", help="callgrind instruction counts per call")
+    ap.add_argument("--all-tables", action="store_true",
+                    help="--instructions with MODULE_TREE watching every module table (as before lazy tables)")
+    ap.add_argument("--instructions-child", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
+    if a.instructions or a.instructions_child:
+        a.calls = a.calls or 200
+        return _instructions_child(a) if a.instructions_child else instructions(a)
+    a.calls = a.calls or 2000
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     print(f"torch {torch.__version__}, python {sys.version.split()[0]}, 1 thread; "
@@ -108,6 +297,8 @@ def main(argv=None):
     print("-" * len(hdr))
     worst = 0.0
     for name, fn, args, ctx in rows():
+        if a.only and a.only not in name:
+            continue
         tc = torch.compile(fn, backend="eager")
         xc = xcompile.compile(fn, backend="eager")
         graph = _captured_graph(fn, args, ctx)
