@@ -284,7 +284,7 @@ def _construct(tx: "Tracer", cls: type[object], args, kwargs) -> Value:
     base = dict_base(cls)
     if base is None and (seq := seq_base(cls)) is not None:     # list / tuple subclasses
         obj.storage = new_storage(tx, seq, list(args), dict(kwargs))
-        if cls.__init__ is seq.__init__:
+        if cls.__init__ is seq.__init__:  # type: ignore[misc]
             if seq is list:
                 list_init(tx, obj.storage, list(args), dict(kwargs))
             return obj

@@ -25,7 +25,7 @@ import dataclasses
 import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 import torch
 import torch.fx
@@ -83,6 +83,7 @@ class _RefusingSideEffects(SideEffects):
     function is traced: an effect inside a transform is a graph break naming it."""
 
     what: str
+    made_before: set[int]                # ids of the values the frames reached before the transform
 
     def _refuse(self, which: str) -> None:
         raise Unsupported(f"{self.what}: the transformed function has a side effect ({which})",
@@ -143,7 +144,7 @@ def _values_under(v: Value) -> set[int]:
             todo.extend(x.values())
         elif isinstance(x, Value) and id(x) not in seen:
             seen.add(id(x))
-            todo.extend(getattr(x, f.name, None) for f in dataclasses.fields(x))
+            todo.extend(getattr(x, f.name, None) for f in dataclasses.fields(cast(Any, x)))
     return seen
 
 
@@ -175,7 +176,7 @@ def _reachable(tx: "Tracer") -> dict[int, Value]:
         if not isinstance(v, Value):
             continue
         seen[id(v)] = v
-        for f in dataclasses.fields(v):
+        for f in dataclasses.fields(cast(Any, v)):
             item = getattr(v, f.name, None)
             if isinstance(item, (Value, list, tuple, dict)):
                 todo.append(item)

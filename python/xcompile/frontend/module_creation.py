@@ -38,7 +38,7 @@ trace time (``module_creation.build_stateless``) and are new modules of the fram
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.nn.modules.lazy import LazyModuleMixin
@@ -112,7 +112,7 @@ def initialize_lazy(tx: "Tracer", v: ModuleValue, args: list[Value], kwargs: dic
         raise Unsupported(f"initializing lazy module {type(m).__name__} made inside the compiled region")
     fargs = [_example(tx, a, m) for a in args]
     fkwargs = {k: _example(tx, a, m) for k, a in kwargs.items()}
-    m._infer_parameters(m, fargs, fkwargs)
+    cast(Any, m)._infer_parameters(m, fargs, fkwargs)
 
 
 # -- user modules made in the frame ------------------------------------------------------------------
@@ -135,14 +135,15 @@ def new_module_value(tx: "Tracer", m: torch.nn.Module) -> NewModuleValue:
 
 def construct_module(tx: "Tracer", cls: type, args: list[Value], kwargs: dict[str, Value]) -> Value:
     """``cls(*args, **kwargs)`` for a user nn.Module subclass."""
-    init = cls.__init__
+    c: Any = cls                              # (mypy: reading the class's own slots)
+    init = c.__init__
     if type(cls) is not type or cls.__new__ is not object.__new__ or \
             cls.__setattr__ is not torch.nn.Module.__setattr__ or \
             cls.__delattr__ is not torch.nn.Module.__delattr__ or \
             cls.__getattribute__ is not object.__getattribute__ or \
-            cls.__getattr__ is not torch.nn.Module.__getattr__ or not hasattr(init, "__code__"):
+            c.__getattr__ is not torch.nn.Module.__getattr__ or not hasattr(init, "__code__"):
         raise user_module_break(cls)
-    m = object.__new__(cls)
+    m: torch.nn.Module = object.__new__(cls)
     v = new_module_value(tx, m)
     r = tx.inline_call(None, FunctionValue(init), [v, *args], dict(kwargs))
     if not (isinstance(r, ConstantValue) and r.value is None):
@@ -215,7 +216,7 @@ def store_on_new_module(tx: "Tracer", v: NewModuleValue, name: str, value: Value
         if value is None:
             (object.__delattr__ if plain else torch.nn.Module.__delattr__)(m, name)
         else:
-            (object.__setattr__ if plain else torch.nn.Module.__setattr__)(m, name, real)
+            (object.__setattr__ if plain else torch.nn.Module.__setattr__)(m, name, cast(Any, real))
     except (AttributeError, TypeError, KeyError) as e:
         raise PythonError.of(e) from e
 

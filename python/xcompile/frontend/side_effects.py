@@ -426,6 +426,7 @@ class SpecBuilder:
             return DictOf("dict", id(v), list(v.items), [self.value(i) for i in v.items.values()], v.cls, factory,
                           key_specs or None)
         if isinstance(v, NewObjectValue):
+            storage: Any
             if isinstance(v.storage, (ListValue, TupleValue)):      # a list / tuple subclass
                 storage = (list if isinstance(v.storage, ListValue) else tuple, None,
                            [self.value(i) for i in v.storage.items])

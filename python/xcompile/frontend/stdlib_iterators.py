@@ -43,12 +43,12 @@ from .values import (
 if TYPE_CHECKING:
     from .tracer import Tracer
 
-_LIST_ITERATOR = type(iter([]))
+_LIST_ITERATOR: type = type(iter([]))
 _TUPLE_ITERATOR = type(iter(()))
 _RANGE_ITERATOR = type(iter(range(0)))
-_DICT_KEY_ITERATOR = type(iter({}))
-_DICT_VALUE_ITERATOR = type(iter({}.values()))
-_DICT_ITEM_ITERATOR = type(iter({}.items()))
+_DICT_KEY_ITERATOR: type = type(iter({}))
+_DICT_VALUE_ITERATOR: type = type(iter({}.values()))
+_DICT_ITEM_ITERATOR: type = type(iter({}.items()))
 _GROUPER = type(next(itertools.groupby([0]))[1])
 
 
@@ -201,8 +201,9 @@ class CountValue(LazyIterValue):
 
 def _count_pull(v: CountValue):
     def pull(tx: "Tracer") -> Value:
-        item = v.current
-        v.current = binary_op(tx, operator.add, item, v.step)
+        item, step = v.current, v.step
+        assert item is not None and step is not None
+        v.current = binary_op(tx, operator.add, item, step)
         return item
     return pull
 
@@ -291,6 +292,7 @@ def _groupby_pull(v: GroupbyValue):
         if v.group is not None:                  # the shared source moved on: the old group is empty
             v.group.pos = len(v.group.items)
         items, keys = v.items, v.keys
+        assert items is not None and keys is not None
         if v.pos >= len(items):
             return None
         start, key = v.pos, keys[v.pos]

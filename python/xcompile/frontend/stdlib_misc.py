@@ -29,7 +29,7 @@ import sys
 import types
 import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -221,7 +221,8 @@ def _subclasses_of(cls):
 def _subclasses(tx: "Tracer", args, kwargs):
     if len(args) != 1 or kwargs or not isinstance(args[0], ClassValue):
         raise Unsupported("type.__subclasses__ with unexpected arguments")
-    return ListValue([ClassValue(c) for c in type.__subclasses__(args[0].cls)])
+    subclasses: list[type] = type.__subclasses__(args[0].cls)
+    return ListValue([ClassValue(c) for c in subclasses])
 
 
 def _is_bound_subclasses(o) -> bool:
@@ -400,7 +401,7 @@ def _class_getitem(tx: "Tracer", v: ClassValue, key: Value, subclass: Value) -> 
                             getattr(typing.Generic.__class_getitem__, "__func__", None)):
         raise Unsupported(f"subscript of class {cls.__qualname__}")
     try:
-        r = cls[_real(key)]
+        r = cast(Any, cls)[_real(key)]
     except Exception as e:  # noqa: BLE001  (eager raises the same)
         raise PythonError.of(e) from None
     return typing_result(tx, r)

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
 PLAIN_CLASSES = (torch.Tensor, torch.nn.Parameter)
 _DEFAULT_TF = torch.Tensor.__torch_function__.__func__          # type: ignore[attr-defined]
-_NOWRAP = {torch.Tensor._base.__get__, torch.Tensor.grad.__get__, torch.Tensor._grad.__get__}  # type: ignore[attr-defined]
+_NOWRAP = {torch.Tensor._base.__get__, torch.Tensor.grad.__get__, torch.Tensor._grad.__get__}  # type: ignore[attr-defined,union-attr]
 
 
 def is_plain_subclass(cls: Any) -> bool:
