@@ -65,7 +65,8 @@ def test_id_match_and_type_match_hold_objects_weakly():
         new = make()
         reused |= id(new) == old_id
         assert not check(root, new)
-    assert reused, "CPython did not reuse the address (the check above proved less)"
+    if not reused:     # (allocation order decides it: then the loop above proved less, say so)
+        pytest.skip("CPython did not reuse the dead function's address in 50 allocations")
 
 
 @pytest.mark.parametrize("value,n,ok", [
