@@ -26,7 +26,6 @@ arguments, the graph's outputs and constants (``expr``), then renders the source
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import itertools
 import keyword
@@ -42,6 +41,7 @@ import torch
 from .. import _C
 from ..guards.sources import AttrSource, ClosureSource, GenericAttrSource, GlobalSource, ItemSource, LocalSource, Source
 from .dict_keys import ValueKey
+from .reach import frame_roots, reachable
 from .resume import CannotResume
 from .values import (
     AutocastValue,
@@ -270,33 +270,8 @@ class RunnerBuilder:
         if not isinstance(v, (DictValue, ListValue, TupleValue)):
             return None
         if self._owners is None:
-            self._owners = {}
-            seen: set[int] = set()
-            todo: list[Any] = []
-            frame: Any = self.frame
-            while frame is not None:
-                todo.extend(frame.stack)
-                todo.extend(frame.locals.values() if isinstance(frame.locals, dict) else frame.locals)
-                cells = frame.cells
-                todo.extend(cells.values() if isinstance(cells, dict) else cells or ())
-                frame = frame.parent
-            while todo:
-                x = todo.pop()
-                if isinstance(x, (list, tuple)):
-                    todo.extend(x)
-                    continue
-                if isinstance(x, dict):
-                    todo.extend(x.values())
-                    continue
-                if not isinstance(x, Value) or id(x) in seen:
-                    continue
-                seen.add(id(x))
-                if isinstance(x, NewObjectValue) and x.storage is not None:
-                    self._owners[id(x.storage)] = x
-                for f in dataclasses.fields(x):
-                    item = getattr(x, f.name, None)
-                    if isinstance(item, (Value, list, tuple, dict)):
-                        todo.append(item)
+            self._owners = {id(x.storage): x for x in reachable(frame_roots(self.frame)).values()
+                            if isinstance(x, NewObjectValue) and x.storage is not None}
         return self._owners.get(id(v))
 
     def bind(self, obj: object, name: str) -> None:

@@ -21,11 +21,10 @@ trace through it with make_fx to ATen ops.
 """
 from __future__ import annotations
 
-import dataclasses
 import operator
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 import torch.fx
@@ -34,6 +33,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import hub, scalars
 from .exc import PythonError, Unsupported
+from .reach import frame_roots, reachable
 from .side_effects import SideEffects
 from .values import (
     ConstantValue,
@@ -127,25 +127,10 @@ def _holder(tx: "Tracer", t: Value) -> str:
         for name, v in names:
             if v is t:
                 return f"local {name!r}"
-            if isinstance(v, Value) and id(t) in _values_under(v):
+            if isinstance(v, Value) and id(t) in reachable([v]):
                 return f"{v.describe()} (local {name!r})"
         frame = frame.parent
     return "a value from outside the function"
-
-
-def _values_under(v: Value) -> set[int]:
-    seen: set[int] = set()
-    todo: list[Any] = [v]
-    while todo:
-        x = todo.pop()
-        if isinstance(x, (list, tuple)):
-            todo.extend(x)
-        elif isinstance(x, dict):
-            todo.extend(x.values())
-        elif isinstance(x, Value) and id(x) not in seen:
-            seen.add(id(x))
-            todo.extend(getattr(x, f.name, None) for f in dataclasses.fields(cast(Any, x)))
-    return seen
 
 
 def _reachable(tx: "Tracer") -> dict[int, Value]:
@@ -153,34 +138,7 @@ def _reachable(tx: "Tracer") -> dict[int, Value]:
     items and object attributes), by id. Before a transform: the containers made outside it (one
     made inside the transformed function is not among them, and may change there); after it: a
     tensor made inside that got out by another way than the result."""
-    seen: dict[int, Value] = {}
-    todo: list[Any] = []
-    frame = tx.current
-    while frame is not None:
-        todo.extend(frame.stack)
-        todo.extend(frame.ctx_stack)
-        todo.extend(frame.locals.values() if isinstance(frame.locals, dict) else frame.locals)
-        cells = frame.cells
-        todo.extend(cells.values() if isinstance(cells, dict) else cells or ())
-        frame = frame.parent
-    while todo:
-        v = todo.pop()
-        if id(v) in seen:
-            continue
-        if isinstance(v, (list, tuple)):
-            todo.extend(v)
-            continue
-        if isinstance(v, dict):
-            todo.extend(v.values())
-            continue
-        if not isinstance(v, Value):
-            continue
-        seen[id(v)] = v
-        for f in dataclasses.fields(cast(Any, v)):
-            item = getattr(v, f.name, None)
-            if isinstance(item, (Value, list, tuple, dict)):
-                todo.append(item)
-    return seen
+    return reachable(frame_roots(tx.current))
 
 
 # -- values as pytrees --------------------------------------------------------------------------------
