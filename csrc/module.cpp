@@ -9,6 +9,7 @@
 #include "compiled_function.h"
 #include "context_exit.h"
 #include "frame_hook.h"
+#include "graph_replay.h"
 #include "guard_accessors.h"
 #include "guard_leaves.h"
 #include "guard_tree.h"
@@ -321,4 +322,5 @@ PYBIND11_MODULE(_C, m) {
   init_tensor_alias(m);
   if (!init_compiled_function(m.ptr())) throw py::error_already_set();
   if (!init_context_exit(m.ptr())) throw py::error_already_set();
+  if (!init_graph_replay(m.ptr())) throw py::error_already_set();
 }

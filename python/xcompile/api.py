@@ -15,12 +15,13 @@ import torch
 
 from . import _C, shape_state, stance
 from .backends.ddp import is_ddp
-from .backends.registry import INDUCTOR_OPTIONS
+from .backends.registry import INDUCTOR_FLAG_OPTIONS, INDUCTOR_OPTIONS
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
 from .convert_frame import ConvertFrame, RunOnly
 from .debug import timing
 from .frontend import tracing_rules
 from .frontend.break_log import reset_break_log
+from .kernels import cudagraphs
 
 _MODES = (None, "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DEFAULT_BACKEND = "inductor"
@@ -30,9 +31,10 @@ def compile(model=None, *, fullgraph: bool = False, dynamic=None, backend=DEFAUL
             mode=None, options=None, disable: bool = False):
     """Compile ``model`` (a function, method or ``nn.Module``); a decorator with or without arguments.
 
-    ``mode`` takes torch.compile's names and, in this version, compiles the same kernels for each
-    (no autotuning, no CUDA graphs yet); it is part of the cache key. ``options`` reach the
-    inductor backend; unknown keys raise."""
+    ``mode`` takes torch.compile's names and compiles the same kernels for each (no autotuning);
+    ``"reduce-overhead"`` and ``"max-autotune"`` (and ``options={"triton.cudagraphs": True}``)
+    replay CUDA graphs (kernels/cudagraphs.py). The mode is part of the cache key. ``options``
+    reach the inductor backend; unknown keys raise."""
     if model is None:
         return lambda m: compile(m, fullgraph=fullgraph, dynamic=dynamic, backend=backend,
                                  mode=mode, options=options, disable=disable)
@@ -58,9 +60,9 @@ def _check_options(backend, opts: dict) -> None:
         return
     if backend == "inductor":
         for key in opts:
-            if key not in INDUCTOR_OPTIONS:
+            if key not in INDUCTOR_OPTIONS and key not in INDUCTOR_FLAG_OPTIONS:
                 raise RuntimeError(f"Unexpected optimization option {key}, known options are "
-                                   f"{list(INDUCTOR_OPTIONS)}")
+                                   f"{list(INDUCTOR_OPTIONS + INDUCTOR_FLAG_OPTIONS)}")
     elif isinstance(backend, str):
         warnings.warn(f"xcompile: backend {backend!r} takes no options; ignoring {sorted(opts)}", stacklevel=3)
 
@@ -193,6 +195,7 @@ def disable(fn=None, recursive: bool = True):
 def reset() -> None:
     """Forget every compiled entry and every per-code decision (skips, cache limits)."""
     _C.cache_clear_all()
+    cudagraphs.reset()                       # recorded graphs and their memory
     stance.reset()                           # eager_then_compile's first calls seen
     timing.reset()                           # compile_times() starts again, as torch's reset does
     reset_break_log()                        # the next graph break at a known place logs in full again

@@ -89,6 +89,24 @@ cache_size_cap_mb: float = _env_int("XCOMPILE_CACHE_SIZE_CAP_MB", 1024)
 # (xcompile.save_cache_artifacts / load_cache_artifacts carry them between machines' dirs).
 warm_start: bool = _env_bool("XCOMPILE_WARM_START", True)
 
+# -- CUDA graphs (kernels/cudagraphs.py) ---------------------------------------------------
+# Record each graph into a CUDA graph and replay it: on for mode="reduce-overhead" or
+# "max-autotune" and options={"triton.cudagraphs": True} (set per compile), and for backend
+# "cudagraphs".
+cudagraphs: bool = False
+# Graphs on the CPU use the CPU stand-in device (records the artifact, replays it into fixed
+# output memory), so the bookkeeping runs without a GPU; off, CPU graphs run without replay.
+cudagraph_stand_in: bool = _env_bool("XCOMPILE_CUDAGRAPH_STAND_IN", False)
+# Calls that run the graph plainly before it is recorded.
+cudagraph_warmup: int = 1
+# Recordings of one graph (a static input that moves records again) before it runs plainly.
+cudagraph_max_records: int = 8
+# An output of an earlier replay that the caller still holds when the graph replays again:
+# "copy" gives it a copy of its values first (one device copy per held output, never an
+# error); "error" makes any later access raise torch's "accessing tensor output of CUDAGraphs
+# that has been overwritten" (no copies: torch's behaviour).
+cudagraph_live_outputs: str = os.environ.get("XCOMPILE_CUDAGRAPH_LIVE_OUTPUTS", "copy")
+
 # -- kernel generator (backend "inductor") ------------------------------------------------
 # Which emitter CPU graphs use: "cpp" (C++/OpenMP) or "triton" (TRITON_INTERPRET=1 on the CPU).
 cpu_kernel_backend: str = os.environ.get("XCOMPILE_CPU_KERNEL_BACKEND", "cpp")

@@ -19,7 +19,7 @@ from torch.utils._device import DeviceContext
 
 from . import _C, config, log, numpy_io, stance
 from .backends.ddp import maybe_split
-from .backends.registry import INDUCTOR_OPTIONS, lookup_backend
+from .backends.registry import INDUCTOR_OPTIONS, lookup_backend, wants_cudagraphs
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
 from .debug import dump, timing
 from .effects import with_side_effects
@@ -29,6 +29,7 @@ from .frontend.capture import FrameState
 from .frontend.exc import TorchRuntimeError, Unsupported
 from .guards.lower import lower_guards, lower_output_spec
 from .handlers import outside_compile
+from .kernels import cudagraphs
 from .stats import counters
 from .warmup import prepare_frontend
 
@@ -103,6 +104,8 @@ class ConvertFrame:
                 raise TypeError(f"{name} must be callable, got {type(fn).__name__}")
         self.guard_export_fn = guard_export_fn
         self.guard_fail_fn = guard_fail_fn
+        # the memory pool the CUDA graphs of this compiled function share (kernels/cudagraphs.py)
+        self.graph_pool = cudagraphs.new_pool()
 
     def compile_kwargs(self) -> dict:
         """The arguments of the ``compile`` call that made this callback (a copy compiles so)."""
@@ -294,6 +297,8 @@ class ConvertFrame:
             return gm.forward
         knobs = {k: v for k, v in self.options.items() if k in INDUCTOR_OPTIONS} \
             if self.backend_name == "inductor" else {}
+        if self.backend_name == "inductor" and wants_cudagraphs(self.options):
+            knobs["cudagraphs"] = True
         backend = self.backend
         if config.repro_after is not None:        # the minifier (debug/minifier.py) checks this compile
             from .debug.minifier import repro_backend
@@ -302,7 +307,7 @@ class ConvertFrame:
             backend = maybe_split(backend, code, lambda: (grad_on, config.patch(**knobs), _user_hooks_deferred()),
                                   lambda e, g: self._subgraph_failed(code, e, g))
         try:
-            with grad_on, config.patch(**knobs), _user_hooks_deferred():
+            with grad_on, config.patch(**knobs), _user_hooks_deferred(), cudagraphs.pool_scope(self.graph_pool):
                 compiled = backend(gm, list(captured.example_inputs))
         except Exception as e:
             if config.suppress_errors:

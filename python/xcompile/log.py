@@ -21,6 +21,7 @@ ARTIFACTS = {
     "aot_graphs": "the forward and backward graphs after partitioning",
     "compile_times": "time spent in each compile phase",
     "warm_cache": "warm-start artifacts: stored, reused, ignored (and why), pruned",
+    "cudagraphs": "each CUDA-graph recording, and each graph that runs without replay, with the reason",
     "dynamic": "symbolic sizes: each guard a trace adds on them, with the user line, and each specialization",
 }
 

@@ -6,10 +6,10 @@
                                     generator's decomposition table (inductor's in torch) and
                                     split by the min-cut partitioner, run as plain FX graphs (what
                                     inductor would compile, without the kernels: for bisecting)
-    cudagraphs                      torch.compile(mode="reduce-overhead")'s CUDA-graph backend. xcompile
-                                    has no CUDA-graph replay yet: the AOT graphs run as aot_eager's
-                                    do (on the CPU torch's backend does the same: it skips CUDA
-                                    graphs for CPU tensors)
+    cudagraphs                      torch's CUDA-graph backend: aot_eager's forward and backward
+                                    graphs, each recorded and replayed (kernels/cudagraphs.py); on
+                                    the CPU they run without replay, as torch's backend skips CUDA
+                                    graphs for CPU tensors
 """
 from __future__ import annotations
 
@@ -19,7 +19,8 @@ import torch
 from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicOutputShapeException
 
 from .. import log
-from ..aot.api import aot_compile
+from ..aot.api import aot_compile, run_as_is
+from ..kernels import cudagraphs as cudagraph_replay
 from ..kernels.decompose import DECOMPOSITIONS
 from .aot_eager import aot_eager
 from .eager import scalar_graph
@@ -47,18 +48,19 @@ def aot_eager_decomp_partition(gm: torch.fx.GraphModule, example_inputs: list):
         return gm.forward
 
 
-_warned_cuda = False
-
-
 def cudagraphs(gm: torch.fx.GraphModule, example_inputs: list):
-    global _warned_cuda
-    on_cuda = any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs)
-    if on_cuda and not _warned_cuda:
-        _warned_cuda = True
-        warnings.warn("xcompile backend 'cudagraphs': CUDA-graph replay is not implemented yet; the "
-                      "AOT graphs run as backend 'aot_eager' runs them", RuntimeWarning, stacklevel=2)
-    log.log("fallbacks", "cudagraphs: no CUDA-graph replay (%s inputs)", "CUDA" if on_cuda else "CPU")
-    return aot_eager(gm, example_inputs)
+    """aot_eager's forward/backward graphs, each replayed as a CUDA graph (kernels/cudagraphs.py;
+    CPU graphs run without replay, as torch's backend skips them, unless config.cudagraph_stand_in)."""
+    if scalar_graph(gm, "cudagraphs") is not None or symbolic_inputs(gm):
+        log.log("cudagraphs", "graph runs without replay: %s", "captured scalars" if not symbolic_inputs(gm)
+                else "dynamic shapes (the sizes are symbolic)")
+        return aot_eager(gm, example_inputs)
+    fw, bw, inference = cudagraph_replay.replaying(gm, run_as_is, run_as_is, run_as_is)
+    try:
+        return aot_compile(gm, example_inputs, fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
+                           partition="min_cut")
+    except (DynamicOutputShapeException, DataDependentOutputException):
+        return aot_eager(gm, example_inputs)
 
 
 __all__ = ["aot_eager_decomp_partition", "aot_eager_default_partitioner", "cudagraphs"]

@@ -31,11 +31,17 @@ from ..aot.lift import lift
 from ..aot.schema import OutputKind, analyze
 from ..aot.schema import writes_in_place as _writes_in_place
 from ..debug.minifier import repro_compiler
+from ..kernels import cudagraphs
 from ..kernels.compile import compile_aten_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
 from .dynamic_kernels import compile_dynamic
 from .eager import scalar_graph
 from .per_size import PerSize, symbolic_inputs
+
+
+def _no_replay(why: str) -> None:
+    if cudagraphs.enabled():
+        log.log("cudagraphs", "graph runs without replay: %s", why)
 
 
 def _needs_grad(tensors) -> bool:
@@ -51,9 +57,11 @@ def _eager(gm: torch.fx.GraphModule, why: str):
 def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     runner = scalar_graph(gm, "inductor")             # captured scalars (Tensor.item()): run as is
     if runner is not None:
+        _no_replay("the graph reads tensor values on the host (captured scalars)")
         return runner
     dynamic = symbolic_inputs(gm)
     if dynamic:        # symbolic sizes: kernels taking the sizes, else one static compile per size
+        _no_replay("dynamic shapes (the sizes are symbolic)")
         return compile_dynamic(gm, example_inputs) or PerSize(inductor, gm, example_inputs, dynamic, "inductor")
     try:
         program = lift(gm)
@@ -68,9 +76,10 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
         return _training(gm, inputs)
     n = len(inputs)
     bound = {n + i: t for i, t in enumerate(program.state)}
-    # warm start: a wrapper an earlier process compiled for this very graph and metadata
+    # warm start: a wrapper an earlier process compiled for this very graph and metadata (not
+    # with CUDA graphs: recording checks the ATen graph, which a warm hit does not trace)
     warm_key = warm_cache.graph_key("inductor", gm, inputs, program.state, program._attr_slot)
-    warm = warm_cache.lookup(warm_key, bound)
+    warm = None if cudagraphs.enabled() else warm_cache.lookup(warm_key, bound)
     if warm is not None:
         return warm
     try:
@@ -91,10 +100,12 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     if config.repro_after is not None:        # the minifier (debug/minifier.py) checks this compile
         compile_graph = repro_compiler(compile_aten_graph)
     compiled = compile_graph(aten_gm, primals, bound=bound)
+    if not written and not cudagraphs.enabled():
+        warm_cache.store(warm_key, compiled, [aten_gm], bound)
+    if cudagraphs.enabled():
+        compiled = cudagraphs.wrap(compiled, aten_gm, n, static=cudagraphs.static_tensors(gm), name="graph")
     if written and len(primals) > 1:
         return WrittenInputsChecked(compiled, gm.forward, tuple(program.state), written)
-    if not written:
-        warm_cache.store(warm_key, compiled, [aten_gm], bound)
     return compiled
 
 
@@ -171,10 +182,12 @@ def _inference_graph(gm: torch.fx.GraphModule, example_inputs: list):
 def _training(gm: torch.fx.GraphModule, inputs: list):
     """``aot_compile``: training graphs, and inference graphs whose outputs alias inputs they
     mutate (its runtime handles write-back and view regeneration for both)."""
+    fw, bw, inference = _training_graph, _training_graph, _inference_graph
+    if cudagraphs.enabled():         # each graph replayed; the lazily compiled backward too
+        fw, bw, inference = cudagraphs.replaying(gm, fw, bw, inference)
     try:
-        return aot_compile(gm, inputs, fw_compiler=_training_graph, bw_compiler=_training_graph,
-                           inference_compiler=_inference_graph, partition="min_cut",
-                           decompositions=DECOMPOSITIONS)
+        return aot_compile(gm, inputs, fw_compiler=fw, bw_compiler=bw, inference_compiler=inference,
+                           partition="min_cut", decompositions=DECOMPOSITIONS)
     except Exception as e:
         if config.kernel_raise_errors:
             raise

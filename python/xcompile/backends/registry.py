@@ -41,6 +41,17 @@ INDUCTOR_OPTIONS = ("fallback_random", "cpu_kernel_backend", "kernel_raise_error
                     "triton_persistent_rnumel", "triton_rblock")
 
 
+# Options that name torch's inductor config rather than an xcompile knob.
+INDUCTOR_FLAG_OPTIONS = ("triton.cudagraphs",)
+# The modes that record CUDA graphs (as torch's do).
+CUDAGRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def wants_cudagraphs(options: dict) -> bool:
+    """Whether a compile with these options (``mode`` included) replays CUDA graphs."""
+    return options.get("mode") in CUDAGRAPH_MODES or bool(options.get("triton.cudagraphs"))
+
+
 def list_backends() -> list[str]:
     return sorted(set(_BUILTIN) | set(_REGISTERED))
 

@@ -1,0 +1,78 @@
+"""The devices a compiled graph can be recorded on and replayed from (kernels/cudagraphs.py).
+
+A device records ``run`` (a callable over fixed input tensors) once and returns
+``(replay, outputs, keep)``: ``replay()`` runs the recording again, writing the same output
+tensors, and ``keep`` is whatever must stay alive with the recording.
+
+- ``CudaGraphs``: ``torch.cuda.CUDAGraph``, with a warm-up run on a side stream before the
+  capture and one memory pool per ``GraphPool`` (the graphs of one compiled function).
+  ``replay`` is the graph's bound ``replay`` (a C++ method of torch's binding).
+- ``StandIn``: the CPU stand-in, so the bookkeeping (input copies, pointer checks, output
+  liveness, fallbacks) is tested without a GPU. Its recording is the artifact; a replay runs
+  it on the recorded inputs and copies the results into the recorded outputs, which, like a
+  CUDA graph's, stay at the same addresses and are overwritten by every replay.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .. import config
+
+
+class GraphPool(list):
+    """The graphs of one compiled function, in recording order (GraphReplay reads the list);
+    ``handle`` is the memory pool they share (CUDA: ``torch.cuda.graph_pool_handle()``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.handle: Any = None
+
+    __hash__ = object.__hash__        # one pool is one object (kept in a WeakSet)
+
+    def __eq__(self, other):
+        return self is other
+
+
+class CudaGraphs:
+    name = "cuda"
+
+    def record(self, run: Callable[[], Any], pool: GraphPool):
+        if pool.handle is None:
+            pool.handle = torch.cuda.graph_pool_handle()
+        torch.cuda.synchronize()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):          # lazy inits (cuBLAS workspaces) before the capture
+            run()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=pool.handle):
+            outs = run()
+        return graph.replay, outs, graph
+
+
+class StandIn:
+    name = "cpu stand-in"
+
+    def record(self, run: Callable[[], Any], pool: GraphPool):
+        outs = run()
+        fixed = list(outs) if isinstance(outs, (list, tuple)) else outs
+
+        def replay():
+            new = run()
+            with torch.no_grad():
+                for f, n in zip(fixed, new):
+                    if isinstance(f, torch.Tensor) and f is not n:
+                        f.copy_(n)
+        return replay, outs, None
+
+
+def device_for(device_type: str):
+    """The recording device for graphs on ``device_type``, or None (no replay there)."""
+    if device_type == "cuda":
+        return CudaGraphs()
+    if device_type == "cpu" and config.cudagraph_stand_in:
+        return StandIn()
+    return None
