@@ -35,6 +35,8 @@ struct Recording {
   PyObject* replay = nullptr;             // strong; called with no arguments
   std::vector<at::Tensor> inputs;         // what the recording reads
   std::vector<char> pointer_checked;      // used in place: same data pointer, or record again
+  std::vector<const void*> recorded_ptrs; // the data pointers the recording reads (a static
+                                          // input is the caller's tensor: `.data =` moves it)
   std::vector<at::Tensor> outputs;        // undefined where out_group == -1
   std::vector<PyObject*> passthrough;     // strong or NULL: returned as is (out_group == -1)
   std::vector<int> out_group;             // index into storages; -1: passthrough; -2 - j: the
@@ -175,7 +177,7 @@ PyObject* replay(GraphReplayObject* g, PyObject* const* args, Py_ssize_t nargs, 
       const at::Tensor& t = THPVariable_Unpack(args[i]);
       const at::Tensor& s = rec.inputs[i];
       if (rec.pointer_checked[i]) {
-        if (t.data_ptr() != s.data_ptr() || !same_meta(t, s)) {
+        if (t.data_ptr() != rec.recorded_ptrs[i] || !same_meta(t, s)) {
           *rerecord = true;
           return nullptr;
         }
@@ -355,6 +357,7 @@ PyObject* gr_set_recording(PyObject* self, PyObject* args) {
     int b = PyObject_IsTrue(PySequence_Fast_GET_ITEM(fc, i));
     if (b < 0) return done(false), nullptr;
     rec->pointer_checked.push_back(static_cast<char>(b));
+    rec->recorded_ptrs.push_back(rec->inputs[i].data_ptr());
   }
   for (Py_ssize_t i = 0; i < n_out; ++i) {
     PyObject* o = PySequence_Fast_GET_ITEM(fo, i);

@@ -253,7 +253,7 @@ class _Recorder:
         static_storages = {a.untyped_storage()._cdata for a, s in zip(args, static) if s}
         fn = self.fn
         try:
-            replay, outs, keep = gd.record(lambda: fn(*inputs), self.pool)
+            replay, outs, keep = gd.record(lambda: fn(*inputs), inputs, self.pool)
         except Exception as e:
             raise _NoReplay(f"recording failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
         if not isinstance(outs, (list, tuple)):

@@ -1,6 +1,7 @@
 """The devices a compiled graph can be recorded on and replayed from (kernels/cudagraphs.py).
 
-A device records ``run`` (a callable over fixed input tensors) once and returns
+A device records ``run`` (a callable over the fixed tensors ``inputs``) once, executing nothing
+that lasts (as a CUDA capture), and returns
 ``(replay, outputs, keep)``: ``replay()`` runs the recording again, writing the same output
 tensors, and ``keep`` is whatever must stay alive with the recording.
 
@@ -38,15 +39,12 @@ class GraphPool(list):
 class CudaGraphs:
     name = "cuda"
 
-    def record(self, run: Callable[[], Any], pool: GraphPool):
+    def record(self, run: Callable[[], Any], inputs: list, pool: GraphPool):
+        # no warm-up run here: the calls before the recording ran the graph (lazy inits, kernel
+        # loads), and a capture executes nothing, so the call that records runs the graph once
         if pool.handle is None:
             pool.handle = torch.cuda.graph_pool_handle()
         torch.cuda.synchronize()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):          # lazy inits (cuBLAS workspaces) before the capture
-            run()
-        torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=pool.handle):
             outs = run()
@@ -56,8 +54,14 @@ class CudaGraphs:
 class StandIn:
     name = "cpu stand-in"
 
-    def record(self, run: Callable[[], Any], pool: GraphPool):
-        outs = run()
+    def record(self, run: Callable[[], Any], inputs: list, pool: GraphPool):
+        # a capture executes nothing: what the run writes into the inputs is undone (the call
+        # that records then replays, which writes them once)
+        with torch.no_grad():
+            before = [t.clone() for t in inputs]
+            outs = run()
+            for t, b in zip(inputs, before):
+                t.copy_(b)
         fixed = list(outs) if isinstance(outs, (list, tuple)) else outs
 
         def replay():

@@ -1,0 +1,437 @@
+"""CUDA-graph replay's bookkeeping (kernels/cudagraphs.py, csrc/graph_replay.cpp), tested on the
+CPU stand-in device: input copies, static-input pointer checks, held outputs (copied out or
+raising torch's overwritten-output error), pools, fallbacks with their reasons, and whole models
+compiled with mode="reduce-overhead" compared with eager (values and gradients)."""
+import copy
+import logging
+
+import pytest
+import torch
+import torch.fx
+import torch.nn as nn
+
+import xcompile
+from xcompile import config
+from xcompile.kernels import cudagraphs as cg
+from xcompile.kernels.graph_devices import GraphPool
+
+
+@pytest.fixture(autouse=True)
+def stand_in():
+    xcompile.reset()
+    with config.patch(cudagraph_stand_in=True, warm_start=False):
+        yield
+    xcompile.reset()
+
+
+@pytest.fixture
+def reasons():
+    """The messages logged under XCOMPILE_LOGS=cudagraphs during the test."""
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+    handler = Keep()
+    logger = logging.getLogger("xcompile.cudagraphs")
+    logger.addHandler(handler)
+    xcompile.set_logs(cudagraphs=True)
+    yield lambda: list(seen)
+    xcompile.set_logs(cudagraphs=False)
+    logger.removeHandler(handler)
+
+
+def _gm(fn):
+    return torch.fx.symbolic_trace(fn)
+
+
+def affine(x, w):
+    return [x * 2 + w, x.sum()]
+
+
+def replayed(fn=affine, n=2, pool=None, calls=None):
+    def art(*args):
+        if calls is not None:
+            calls.append(1)
+        return fn(*args)
+    return cg.wrap(art, _gm(fn), n, pool=pool if pool is not None else GraphPool(), name="t")
+
+
+def param(*shape):
+    return nn.Parameter(torch.randn(*shape), requires_grad=False)
+
+
+def test_warm_up_then_record_then_replay_in_cpp():
+    w, calls = param(4), []
+    g = replayed(calls=calls)
+    assert g.stats["state"] == "pending"
+    for i in range(5):
+        x = torch.randn(4)
+        out = g(x, w)
+        assert isinstance(out, list) and len(out) == 2
+        torch.testing.assert_close(out[0], x * 2 + w)
+        torch.testing.assert_close(out[1], x.sum())
+    s = g.stats
+    assert s["state"] == "recorded" and s["replays"] == 4 and s["copies_in"] == 4
+    assert s["direct_calls"] == 0 and s["rerecords"] == 0
+    # one warm-up run, one recording run, then the stand-in's replays run the artifact
+    assert len(calls) == 2 + 4
+
+
+def test_outputs_share_the_recorded_memory_and_alias_as_recorded():
+    def f(x):
+        y = x + 1
+        return (y, y.view(2, 2), x * 3)
+    g = replayed(f, n=1)
+    for _ in range(3):
+        x = torch.randn(4)
+        a, b, c = g(x)
+    assert isinstance(g(x), tuple)
+    a, b, c = g(x)
+    assert a.data_ptr() == b.data_ptr()                  # one storage, as in eager
+    assert a.untyped_storage().data_ptr() != c.untyped_storage().data_ptr()
+    torch.testing.assert_close(b, (x + 1).view(2, 2))
+    b.add_(1)                                            # the view writes its base, as in eager
+    torch.testing.assert_close(a, x + 2)
+
+
+def test_held_outputs_keep_their_values_when_copied_out():
+    w = param(4)
+    g = replayed()
+    outs, xs = [], []
+    for _ in range(6):
+        xs.append(torch.randn(4))
+        outs.append(g(xs[-1], w))
+    for x, (y, s) in zip(xs, outs):                      # every earlier result still holds its values
+        torch.testing.assert_close(y, x * 2 + w)
+        torch.testing.assert_close(s, x.sum())
+    assert g.stats["released_outputs"] >= 4
+
+
+def test_dropped_outputs_are_not_copied():
+    w = param(4)
+    g = replayed()
+    for _ in range(3):
+        g(torch.randn(4), w)
+    before = g.stats["released_outputs"]
+    for _ in range(5):
+        g(torch.randn(4), w)                             # the result is dropped at once
+    assert g.stats["released_outputs"] == before
+
+
+def test_error_mode_raises_torchs_message_on_an_overwritten_output():
+    w = param(4)
+    with config.patch(cudagraph_live_outputs="error"):
+        g = replayed()
+    for _ in range(3):
+        g(torch.randn(4), w)
+    x = torch.randn(4)
+    old = g(x, w)
+    new = g(torch.randn(4), w)
+    with pytest.raises(RuntimeError, match="accessing tensor output of CUDAGraphs that has been overwritten"):
+        old[0] + 1
+    torch.testing.assert_close(new[0].shape, torch.Size([4]))
+    cloned = g(x, w)[0].clone()                          # the hint: clone before calling again
+    g(torch.randn(4), w)
+    torch.testing.assert_close(cloned, x * 2 + w)
+
+
+def test_bad_live_outputs_setting_is_a_clear_error():
+    with config.patch(cudagraph_live_outputs="keep"), pytest.raises(ValueError, match="'copy' or 'error'"):
+        replayed()
+
+
+def test_the_recorded_buffer_itself_is_not_copied():
+    w = param(4)
+    g = replayed()
+    for _ in range(3):
+        g(torch.randn(4), w)
+    n = g.stats["copies_in"]
+    # feed the output back: it is another memory than the input buffer, so it is copied
+    y = g(torch.randn(4), w)[0]
+    out = g(y, w)[0]
+    assert g.stats["copies_in"] == n + 2
+    torch.testing.assert_close(out, y * 2 + w)
+
+
+def test_a_decode_loop_feeding_outputs_back_matches_eager():
+    w = param(4)
+    g = replayed(lambda x, w: [torch.tanh(x * 2 + w)], n=2)
+    x = torch.randn(4)
+    ref = x.clone()
+    history, ref_history = [], []
+    for _ in range(8):
+        (x,) = g(x, w)
+        ref = torch.tanh(ref * 2 + w)
+        history.append(x)
+        ref_history.append(ref)
+    for a, b in zip(history, ref_history):
+        torch.testing.assert_close(a, b)
+
+
+def test_a_static_input_given_new_memory_records_again():
+    w = param(4)
+    g = replayed()
+    for _ in range(3):
+        g(torch.randn(4), w)
+    with torch.no_grad():
+        w.mul_(2)                                        # in place: same memory, seen by the replay
+    x = torch.randn(4)
+    torch.testing.assert_close(g(x, w)[0], x * 2 + w)
+    assert g.stats["rerecords"] == 0
+    w.data = torch.randn(4)                              # new memory: recorded again
+    x = torch.randn(4)
+    torch.testing.assert_close(g(x, w)[0], x * 2 + w)
+    assert g.stats["rerecords"] == 1 and g.stats["state"] == "recorded"
+
+
+def test_a_static_input_that_keeps_moving_runs_plainly(reasons):
+    w = param(4)
+    with config.patch(cudagraph_max_records=2):
+        g = replayed()
+        for _ in range(6):
+            w.data = torch.randn(4)
+            x = torch.randn(4)
+            torch.testing.assert_close(g(x, w)[0], x * 2 + w)
+    assert g.stats["state"] == "eager"
+    assert any("static input keeps moving" in m for m in reasons())
+
+
+def test_other_sizes_or_strides_call_the_artifact():
+    g = replayed(lambda x: [x.t() * 2], n=1)
+    for _ in range(3):
+        g(torch.randn(3, 4))
+    x = torch.randn(4, 3).t()                            # other strides: the artifact runs as it is
+    torch.testing.assert_close(g(x)[0], x.t() * 2)
+    assert g.stats["direct_calls"] == 1 and g.stats["state"] == "recorded"
+
+
+def test_an_output_that_is_an_input_is_the_callers_tensor():
+    def f(x, w):
+        return [x, x[1:], x * w]
+    w = param(4)
+    g = replayed(f)
+    for _ in range(3):
+        x = torch.randn(4)
+        a, b, c = g(x, w)
+        assert a is x
+        assert b.data_ptr() == x[1:].data_ptr()
+        torch.testing.assert_close(c, x * w)
+
+
+def test_a_later_graph_in_the_pool_gets_its_held_outputs_copied_out():
+    pool = GraphPool()
+    w = param(4)
+    a = replayed(pool=pool)
+    b = replayed(lambda x: [x - 1], n=1, pool=pool)
+    for _ in range(3):
+        a(torch.randn(4), w)
+        b(torch.randn(4))
+    assert list(pool) == [a, b]                          # recording order
+    xb = torch.randn(4)
+    held = b(xb)
+    before = b.stats["released_outputs"]
+    a(torch.randn(4), w)                                 # a replays: b (recorded later) is copied out
+    assert b.stats["released_outputs"] == before + 1
+    torch.testing.assert_close(held[0], xb - 1)
+    before_a = a.stats["released_outputs"]
+    b(torch.randn(4))                                    # b replays: a (recorded earlier) is left alone
+    assert a.stats["released_outputs"] == before_a
+
+
+def test_reset_empties_the_pools():
+    pool = cg.new_pool()
+    g = replayed(pool=pool)
+    w = param(4)
+    for _ in range(3):
+        g(torch.randn(4), w)
+    assert len(pool) == 1
+    xcompile.reset()
+    assert len(pool) == 0
+
+
+# -- fallbacks, each with its reason -----------------------------------------------------------
+
+def test_cpu_tensors_without_the_stand_in_run_plainly(reasons):
+    w = param(4)
+    with config.patch(cudagraph_stand_in=False):
+        g = replayed()
+        x = torch.randn(4)
+        torch.testing.assert_close(g(x, w)[0], x * 2 + w)
+    assert g.stats["state"] == "eager"
+    assert any("CPU tensors" in m for m in reasons())
+
+
+def test_a_non_tensor_input_runs_plainly(reasons):
+    g = cg.wrap(lambda x, k: [x * k], _gm(lambda x, k: [x * k]), 2, pool=GraphPool())
+    torch.testing.assert_close(g(torch.ones(2), 3)[0], torch.full((2,), 3.0))
+    assert g.stats["state"] == "eager" and any("not a tensor" in m for m in reasons())
+
+
+def test_a_mutated_input_that_is_not_static_runs_plainly(reasons):
+    def f(x):
+        x.add_(1)
+        return [x * 2]
+    g = replayed(f, n=1)
+    for _ in range(3):
+        x = torch.zeros(4)
+        out = g(x)
+        torch.testing.assert_close(x, torch.ones(4))     # the caller's tensor was written
+        torch.testing.assert_close(out[0], torch.full((4,), 2.0))
+    assert g.stats["state"] == "eager"
+    assert any("writes into input 0" in m for m in reasons())
+
+
+def test_a_written_static_input_is_recorded():
+    def f(x, buf):
+        buf.add_(x)
+        return [buf * 1]
+    buf = torch.zeros(4)
+    xcompile.mark_static_address(buf)
+    g = replayed(f)
+    total = torch.zeros(4)
+    for _ in range(5):
+        x = torch.randn(4)
+        total += x
+        torch.testing.assert_close(g(x, buf)[0], total)
+    torch.testing.assert_close(buf, total)
+    assert g.stats["state"] == "recorded"
+
+
+@pytest.mark.parametrize("fn, why", [
+    (lambda x: [torch.nn.functional.dropout(x, 0.5, training=True)], "random op"),
+    (lambda x: [x + torch.rand_like(x)], "random op"),
+])
+def test_random_ops_run_plainly(fn, why, reasons):
+    gm = torch.fx.experimental.proxy_tensor.make_fx(fn)(torch.randn(4))
+    g = cg.wrap(gm, gm, 1, pool=GraphPool())
+    assert g is gm                                       # not wrapped at all
+    assert any(why in m for m in reasons())
+
+
+def test_a_failed_recording_runs_plainly(reasons, monkeypatch):
+    from xcompile.kernels import graph_devices
+
+    def boom(self, run, inputs, pool):
+        raise RuntimeError("operation not permitted when stream is capturing")
+    monkeypatch.setattr(graph_devices.StandIn, "record", boom)
+    w = param(4)
+    g = replayed()
+    for _ in range(3):
+        x = torch.randn(4)
+        torch.testing.assert_close(g(x, w)[0], x * 2 + w)
+    assert g.stats["state"] == "eager"
+    assert any("recording failed: RuntimeError: operation not permitted" in m for m in reasons())
+
+
+# -- whole models through xcompile.compile ------------------------------------------------------
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(8)
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 8)
+        self.register_buffer("scale", torch.full((8,), 0.5))
+
+    def forward(self, x):
+        return self.fc2(torch.nn.functional.gelu(self.fc1(self.ln(x)))) * self.scale + x
+
+
+def _graphs(model):
+    return [g for g in cg._ALL_POOLS for g in g]
+
+
+@pytest.mark.parametrize("how", [dict(mode="reduce-overhead"), dict(mode="max-autotune"),
+                                 dict(options={"triton.cudagraphs": True}), dict(backend="cudagraphs")])
+def test_inference_matches_eager_and_replays(how):
+    torch.manual_seed(0)
+    m = Net().eval()
+    c = xcompile.compile(m, **how)
+    with torch.no_grad():
+        for _ in range(5):
+            x = torch.randn(3, 8)
+            out = c(x)
+            ref = m(x)
+            torch.testing.assert_close(out, ref)
+            assert out.shape == ref.shape and out.stride() == ref.stride() and out.dtype == ref.dtype
+    graphs = [g for pool in cg._ALL_POOLS for g in pool]
+    assert graphs and all(g.stats["replays"] >= 3 for g in graphs)
+
+
+def test_default_mode_does_not_record():
+    m = Net().eval()
+    c = xcompile.compile(m)
+    with torch.no_grad():
+        for _ in range(3):
+            c(torch.randn(3, 8))
+    assert not [g for pool in cg._ALL_POOLS for g in pool]
+
+
+@pytest.mark.parametrize("backend", ["inductor", "cudagraphs"])
+def test_training_matches_eager_with_forward_and_backward_replayed(backend):
+    torch.manual_seed(0)
+    m = Net()
+    twin = copy.deepcopy(m)
+    kw = dict(mode="reduce-overhead") if backend == "inductor" else dict(backend="cudagraphs")
+    c = xcompile.compile(twin, **kw)
+    opt_e = torch.optim.SGD(m.parameters(), lr=0.1)
+    opt_c = torch.optim.SGD(twin.parameters(), lr=0.1)
+    for _ in range(5):
+        x = torch.randn(3, 8, requires_grad=True)
+        xc = x.detach().clone().requires_grad_(True)
+        loss_e = m(x).square().mean()
+        loss_c = c(xc).square().mean()
+        torch.testing.assert_close(loss_c, loss_e)
+        loss_e.backward()
+        loss_c.backward()
+        torch.testing.assert_close(xc.grad, x.grad)
+        for p, q in zip(m.parameters(), twin.parameters()):
+            torch.testing.assert_close(q.grad, p.grad)
+        opt_e.step()
+        opt_c.step()
+        opt_e.zero_grad()
+        opt_c.zero_grad()
+    names = {g.stats["state"] for pool in cg._ALL_POOLS for g in pool}
+    assert names == {"recorded"}
+    assert len([g for pool in cg._ALL_POOLS for g in pool]) == 2    # forward and backward
+
+
+def test_gradient_accumulation_keeps_earlier_gradients():
+    """Two forwards and backwards before the step: the first backward's gradients (held by
+    .grad) must survive the second forward's and backward's replays."""
+    torch.manual_seed(0)
+    m = Net()
+    twin = copy.deepcopy(m)
+    c = xcompile.compile(twin, mode="reduce-overhead")
+    for _ in range(4):
+        xs = [torch.randn(3, 8) for _ in range(2)]
+        for x in xs:
+            m(x).sum().backward()
+            c(x).sum().backward()
+        for p, q in zip(m.parameters(), twin.parameters()):
+            torch.testing.assert_close(q.grad, p.grad)
+
+
+def test_dynamic_shapes_run_plainly(reasons):
+    m = Net().eval()
+    c = xcompile.compile(m, mode="reduce-overhead", dynamic=True)
+    with torch.no_grad():
+        for n in (2, 3, 5):
+            x = torch.randn(n, 8)
+            torch.testing.assert_close(c(x), m(x))
+    assert any("dynamic shapes" in msg for msg in reasons())
+
+
+def test_a_graph_break_gives_two_replayed_graphs_in_one_pool():
+    def f(x):
+        y = torch.sin(x) * 2
+        print(end="")
+        return torch.cos(y) + 1
+    c = xcompile.compile(f, mode="reduce-overhead")
+    with torch.no_grad():
+        for _ in range(4):
+            x = torch.randn(6)
+            torch.testing.assert_close(c(x), f(x))
+    pools = [p for p in cg._ALL_POOLS if len(p)]
+    assert len(pools) == 1 and len(pools[0]) == 2
