@@ -486,6 +486,7 @@ PyMemberDef gr_members[] = {
      nullptr},
     {"__wrapped__", T_OBJECT, offsetof(GraphReplayObject, fn), READONLY, nullptr},
     {"pool", T_OBJECT, offsetof(GraphReplayObject, pool), READONLY, nullptr},
+    {"recorder", T_OBJECT, offsetof(GraphReplayObject, record), READONLY, nullptr},
     {"n_inputs", T_PYSSIZET, offsetof(GraphReplayObject, n_inputs), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr}};
 

@@ -174,6 +174,7 @@ class _Recorder:
         self.records = 0
         self.reason: str | None = None
         self.keep: Any = None
+        self.replay: Callable | None = None
 
     def is_static(self, t: torch.Tensor) -> bool:
         return isinstance(t, torch.nn.Parameter) or bool(getattr(t, STATIC_ADDRESS, False)) or t in self.static
@@ -278,6 +279,7 @@ class _Recorder:
             groups.append(group_of.setdefault(key, len(group_of)))
         graph._set_recording(replay, inputs, static, list(outs), groups, isinstance(outs, list))
         self.keep = keep
+        self.replay = replay                  # the bare replay (benchmarks/cudagraphs.py times it)
         self.records += 1
         if graph in self.pool:
             self.pool.remove(graph)
