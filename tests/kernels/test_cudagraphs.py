@@ -435,3 +435,48 @@ def test_a_graph_break_gives_two_replayed_graphs_in_one_pool():
             torch.testing.assert_close(c(x), f(x))
     pools = [p for p in cg._ALL_POOLS if len(p)]
     assert len(pools) == 1 and len(pools[0]) == 2
+
+
+def test_batchnorm_training_updates_running_stats_once_per_call():
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.ReLU())
+    twin = copy.deepcopy(m)
+    c = xcompile.compile(twin, mode="reduce-overhead")
+    for _ in range(5):
+        x = torch.randn(6, 8)
+        m(x).sum().backward()
+        c(x).sum().backward()
+    for (n, b), b2 in zip(m.named_buffers(), twin.buffers()):
+        torch.testing.assert_close(b2, b, msg=lambda s: f"{n}: {s}")
+    for p, q in zip(m.parameters(), twin.parameters()):
+        torch.testing.assert_close(q.grad, p.grad)
+    graphs = [g for pool in cg._ALL_POOLS for g in pool]
+    assert len(graphs) == 2 and all(g.stats["replays"] >= 3 for g in graphs)
+
+
+class Cached(nn.Module):
+    """A decode step writing the new key into a static cache buffer at a position."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(8, 4))
+        self.proj = nn.Linear(4, 4)
+
+    def forward(self, x, pos):
+        self.cache.index_copy_(0, pos, self.proj(x))
+        return torch.softmax(self.cache @ x.t(), dim=0).t() @ self.cache
+
+
+def test_a_static_cache_written_in_place_matches_eager():
+    torch.manual_seed(0)
+    m = Cached()
+    twin = copy.deepcopy(m)
+    c = xcompile.compile(twin, mode="reduce-overhead")
+    with torch.no_grad():
+        for step in range(8):
+            x = torch.randn(1, 4)
+            pos = torch.tensor([step])
+            torch.testing.assert_close(c(x, pos), m(x, pos))
+            torch.testing.assert_close(twin.cache, m.cache)
+    graphs = [g for pool in cg._ALL_POOLS for g in pool]
+    assert len(graphs) == 1 and graphs[0].stats["replays"] >= 6

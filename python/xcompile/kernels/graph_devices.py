@@ -30,7 +30,7 @@ class GraphPool(list):
         super().__init__()
         self.handle: Any = None
 
-    __hash__ = object.__hash__        # one pool is one object (kept in a WeakSet)
+    __hash__ = object.__hash__  # type: ignore[assignment]  # one pool is one object (kept in a WeakSet)
 
     def __eq__(self, other):
         return self is other
