@@ -32,15 +32,15 @@ struct OutStorage {
 };
 
 struct Recording {
-  PyObject* replay = nullptr;             // strong; called with no arguments
-  std::vector<at::Tensor> inputs;         // what the recording reads
-  std::vector<char> pointer_checked;      // used in place: same data pointer, or record again
-  std::vector<const void*> recorded_ptrs; // the data pointers the recording reads (a static
-                                          // input is the caller's tensor: `.data =` moves it)
-  std::vector<at::Tensor> outputs;        // undefined where out_group == -1
-  std::vector<PyObject*> passthrough;     // strong or NULL: returned as is (out_group == -1)
-  std::vector<int> out_group;             // index into storages; -1: passthrough; -2 - j: the
-                                          // caller's argument j (or a view of it, as recorded)
+  PyObject* replay = nullptr;              // strong; called with no arguments
+  std::vector<at::Tensor> inputs;          // what the recording reads
+  std::vector<char> pointer_checked;       // used in place: same data pointer, or record again
+  std::vector<const void*> recorded_ptrs;  // the data pointers the recording reads (a static
+                                           // input is the caller's tensor: `.data =` moves it)
+  std::vector<at::Tensor> outputs;         // undefined where out_group == -1
+  std::vector<PyObject*> passthrough;      // strong or NULL: returned as is (out_group == -1)
+  std::vector<int> out_group;              // index into storages; -1: passthrough; -2 - j: the
+                                           // caller's argument j (or a view of it, as recorded)
   std::vector<OutStorage> storages;
   bool out_list = false;
 
@@ -385,8 +385,9 @@ PyObject* gr_set_recording(PyObject* self, PyObject* args) {
     const at::Tensor& t = THPVariable_Unpack(o);
     rec->outputs.push_back(t);
     rec->passthrough.push_back(nullptr);
-    if (static_cast<size_t>(grp) >= rec->storages.size()) rec->storages.resize(grp + 1, OutStorage{
-        StoragePtr(), nullptr, 0, c10::Device(c10::kCPU), std::nullopt});
+    if (static_cast<size_t>(grp) >= rec->storages.size())
+      rec->storages.resize(
+          grp + 1, OutStorage{StoragePtr(), nullptr, 0, c10::Device(c10::kCPU), std::nullopt});
     OutStorage& s = rec->storages[grp];
     c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
     if (!s.owner) {
@@ -430,9 +431,9 @@ PyObject* gr_drop(PyObject* self, PyObject*) {
 PyObject* gr_stats(PyObject* self, void*) {
   auto* g = reinterpret_cast<GraphReplayObject*>(self);
   static const char* names[] = {"pending", "recorded", "eager"};
-  return Py_BuildValue("{s:s,s:L,s:L,s:L,s:L,s:L}", "state", names[g->state], "replays",
-                       g->replays, "copies_in", g->copies_in, "released_outputs", g->copy_outs,
-                       "direct_calls", g->direct_calls, "rerecords", g->rerecords);
+  return Py_BuildValue("{s:s,s:L,s:L,s:L,s:L,s:L}", "state", names[g->state], "replays", g->replays,
+                       "copies_in", g->copies_in, "released_outputs", g->copy_outs, "direct_calls",
+                       g->direct_calls, "rerecords", g->rerecords);
 }
 
 int gr_traverse(PyObject* self, visitproc visit, void* arg) {
@@ -490,12 +491,16 @@ PyMemberDef gr_members[] = {
     {"n_inputs", T_PYSSIZET, offsetof(GraphReplayObject, n_inputs), READONLY, nullptr},
     {nullptr, 0, 0, 0, nullptr}};
 
-PyType_Slot gr_slots[] = {
-    {Py_tp_new, (void*)gr_new},           {Py_tp_dealloc, (void*)gr_dealloc},
-    {Py_tp_traverse, (void*)gr_traverse}, {Py_tp_clear, (void*)gr_clear},
-    {Py_tp_call, (void*)PyVectorcall_Call}, {Py_tp_repr, (void*)gr_repr},
-    {Py_tp_methods, gr_methods},          {Py_tp_getset, gr_getset},
-    {Py_tp_members, gr_members},          {0, nullptr}};
+PyType_Slot gr_slots[] = {{Py_tp_new, (void*)gr_new},
+                          {Py_tp_dealloc, (void*)gr_dealloc},
+                          {Py_tp_traverse, (void*)gr_traverse},
+                          {Py_tp_clear, (void*)gr_clear},
+                          {Py_tp_call, (void*)PyVectorcall_Call},
+                          {Py_tp_repr, (void*)gr_repr},
+                          {Py_tp_methods, gr_methods},
+                          {Py_tp_getset, gr_getset},
+                          {Py_tp_members, gr_members},
+                          {0, nullptr}};
 
 PyType_Spec gr_spec = {"xcompile._C.GraphReplay", sizeof(GraphReplayObject), 0,
                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
