@@ -268,18 +268,37 @@ def test_a_non_tensor_input_runs_plainly(reasons):
     assert g.stats["state"] == "eager" and any("not a tensor" in m for m in reasons())
 
 
-def test_a_mutated_input_that_is_not_static_runs_plainly(reasons):
-    def f(x):
-        x.add_(1)
-        return [x * 2]
-    g = replayed(f, n=1)
+def _add_one(x):
+    x.add_(1)
+    return [x * 2]
+
+
+def test_a_written_input_that_is_new_memory_each_call_runs_plainly(reasons):
+    g = replayed(_add_one, n=1)
+    kept = []
     for _ in range(3):
         x = torch.zeros(4)
+        kept.append(x)                                   # each call's x is new memory
         out = g(x)
         torch.testing.assert_close(x, torch.ones(4))     # the caller's tensor was written
         torch.testing.assert_close(out[0], torch.full((4,), 2.0))
     assert g.stats["state"] == "eager"
-    assert any("writes into input 0" in m for m in reasons())
+    assert any("writes into input 0, which is new memory on each call" in m for m in reasons())
+
+
+def test_a_written_input_that_stays_put_is_used_in_place():
+    g = replayed(_add_one, n=1)
+    x = torch.zeros(4)
+    for k in range(1, 6):
+        out = g(x)
+        torch.testing.assert_close(x, torch.full((4,), float(k)))    # written once per call
+        torch.testing.assert_close(out[0], torch.full((4,), 2.0 * k))
+    assert g.stats["state"] == "recorded" and g.stats["copies_in"] == 0
+    y = torch.zeros(4)                                   # another tensor: recorded again
+    torch.testing.assert_close(g(y)[0], torch.full((4,), 2.0))
+    torch.testing.assert_close(y, torch.ones(4))
+    torch.testing.assert_close(x, torch.full((4,), 5.0))             # the old one is left alone
+    assert g.stats["rerecords"] == 1
 
 
 def test_a_written_static_input_is_recorded():

@@ -72,3 +72,21 @@ def test_generate_static_cache_compiles_the_decode_step_once(backend):
         torch.testing.assert_close(_generate(model, fresh, cache_implementation="static"), expected[1],
                                    rtol=0, atol=0)
     assert cnt.frame_count == first, (first, cnt.frame_count)
+
+
+def test_generate_static_cache_replays_the_decode_step():
+    """mode="reduce-overhead" (the transformers docs' static-cache recipe), recorded by the CPU
+    stand-in device: the decode step is recorded once, replayed for every token, and writes the
+    cache in place (its tensors stay put, so they are used like static inputs); a second
+    generate() with a new cache records again once."""
+    from xcompile.kernels import cudagraphs
+    model = _llama()
+    ids, fresh = torch.randint(2, 1000, (1, 8)), torch.randint(2, 1000, (1, 8))
+    expected = [_generate(model, x, cache_implementation="static") for x in (ids, fresh)]
+    model.forward = xcompile.compile(model.forward, mode="reduce-overhead")
+    with xcompile.config.patch(cudagraph_stand_in=True, warm_start=False, kernel_raise_errors=True):
+        for x, e in zip((ids, fresh), expected):
+            torch.testing.assert_close(_generate(model, x, cache_implementation="static"), e, rtol=0, atol=0)
+    graphs = [g for pool in cudagraphs._ALL_POOLS for g in pool]
+    assert len(graphs) == 1, graphs
+    assert graphs[0].stats["replays"] >= 40 and graphs[0].stats["rerecords"] == 1

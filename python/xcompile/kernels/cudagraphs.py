@@ -9,14 +9,16 @@ and the output tensors. Python runs only until the graph is recorded (``_Recorde
 
 1. ``config.cudagraph_warmup`` calls run ``fn`` plainly (lazy initialisation, autotuning);
 2. the next call records: inputs that are parameters, buffers of the compiled module or
-   ``mark_static_address`` tensors are used in place (their data pointer is checked on every
+   ``mark_static_address`` tensors (ours or ``torch._dynamo``'s, which transformers' static
+   cache uses) are used in place (their data pointer is checked on every
    call; a moved one records again, up to ``config.cudagraph_max_records`` times); every other
    input gets a buffer of its size and strides, which each call copies the argument into.
 
 A graph runs plainly from its first call on, logged under ``XCOMPILE_LOGS=cudagraphs`` with the
 reason, when: its sizes are symbolic; it has a random op (the RNG state is not recorded) or an
 op that waits for the host (``.item()``, ``nonzero``); it writes into an input that is not
-static; an input is not a tensor, or is on another device than the graph records on (CPU
+static and is new memory on each call (one that stays put, as a cache the caller keeps, is used
+in place like a static input); an input is not a tensor, or is on another device than the graph records on (CPU
 tensors: torch skips them too; ``config.cudagraph_stand_in`` records them with the CPU
 stand-in); an output is not a tensor or aliases a copied input; or the recording fails.
 
@@ -109,11 +111,27 @@ def graph_reason(gm: torch.fx.GraphModule) -> str | None:
                     isinstance(s, torch.SymInt) for s in (*v.shape, *v.stride()))):
                 return "dynamic shapes (the sizes are symbolic)"
         elif n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
-            if torch.Tag.nondeterministic_seeded in n.target.tags:
+            if _draws_random(n):
                 return f"random op {n.target} (the RNG state is not part of the recording)"
             if n.target._schema.name in _HOST_SYNCS:
                 return f"op {n.target} waits for the host"
     return None
+
+
+def _draws_random(n: torch.fx.Node) -> bool:
+    """An op tagged random that draws here: attention and dropout ops draw only with a dropout
+    probability above zero in training (``dropout_p`` / ``p`` / ``train``)."""
+    op = n.target
+    if torch.Tag.nondeterministic_seeded not in op.tags:
+        return False
+    args = {a.name: (n.args[k] if k < len(n.args) else n.kwargs.get(a.name, a.default_value))
+            for k, a in enumerate(op._schema.arguments)}
+    if args.get("train") is False:
+        return False
+    for name in ("dropout_p", "p"):
+        if name in args and isinstance(args[name], (int, float)) and args[name] == 0:
+            return False
+    return True
 
 
 def written_placeholders(gm: torch.fx.GraphModule) -> frozenset[int]:
@@ -175,9 +193,11 @@ class _Recorder:
         self.reason: str | None = None
         self.keep: Any = None
         self.replay: Callable | None = None
+        self.warm_ptrs: dict[int, int] = {}     # written non-static inputs: their warm-up pointer
 
     def is_static(self, t: torch.Tensor) -> bool:
-        return isinstance(t, torch.nn.Parameter) or bool(getattr(t, STATIC_ADDRESS, False)) or t in self.static
+        return isinstance(t, torch.nn.Parameter) or bool(getattr(t, STATIC_ADDRESS, False)) \
+            or getattr(t, "_dynamo_static_input_type", None) is not None or t in self.static
 
     def __call__(self, graph, args: tuple):
         try:
@@ -208,9 +228,6 @@ class _Recorder:
                 raise _NoReplay(f"input {k} is a {type(a).__name__}, not a tensor")
             if a.layout != torch.strided or type(a) not in (torch.Tensor, torch.nn.Parameter):
                 raise _NoReplay(f"input {k} is a {type(a).__name__} with layout {a.layout}")
-            if k in self.written and not self.is_static(a):
-                raise _NoReplay(f"the graph writes into input {k}, which is not a parameter, buffer "
-                                "or mark_static_address tensor")
             devices.add(a.device)
         if not devices:
             raise _NoReplay("no tensor inputs")
@@ -225,18 +242,22 @@ class _Recorder:
     def _warm_up(self, graph, args: tuple):
         versions = [a._version for a in args]
         out = self.fn(*args)
-        for k, (a, v) in enumerate(zip(args, versions)):
-            if a._version != v and not self.is_static(a):     # the call ran: its result stands
-                self.reason = (f"the graph writes into input {k}, which is not a parameter, buffer or "
-                               "mark_static_address tensor")
-                graph._fallback()
-                log.log("cudagraphs", "%s runs without replay: %s", self.name, self.reason)
-                break
+        written = {k for k in self.written if k < len(args)}      # (the others are bound in the artifact)
+        written |= {k for k, (a, v) in enumerate(zip(args, versions)) if a._version != v}
+        self.warm_ptrs = {k: args[k].data_ptr() for k in written if not self.is_static(args[k])}
         return False, out
 
     def _record(self, graph, args: tuple, device_pair) -> None:
         device, gd = device_pair
         static = [self.is_static(a) for a in args]
+        for k, ptr in self.warm_ptrs.items():
+            # a written input that stayed put since the warm-up (a cache the caller keeps) is used
+            # in place like a static one: its pointer is checked on every call, and a move records
+            # again; one that is new memory each call cannot be written through a recording
+            if args[k].data_ptr() != ptr and not self.records:    # (recording again: it moved once)
+                raise _NoReplay(f"the graph writes into input {k}, which is new memory on each call "
+                                "(not a parameter, buffer or mark_static_address tensor)")
+            static[k] = True
         inputs = []
         copied: dict[int, int] = {}
         with torch.no_grad():
