@@ -122,7 +122,7 @@ def _draws_random(n: torch.fx.Node) -> bool:
     """An op tagged random that draws here: attention and dropout ops draw only with a dropout
     probability above zero in training (``dropout_p`` / ``p`` / ``train``)."""
     op = n.target
-    if torch.Tag.nondeterministic_seeded not in op.tags:
+    if not isinstance(op, torch._ops.OpOverload) or torch.Tag.nondeterministic_seeded not in op.tags:
         return False
     args = {a.name: (n.args[k] if k < len(n.args) else n.kwargs.get(a.name, a.default_value))
             for k, a in enumerate(op._schema.arguments)}
