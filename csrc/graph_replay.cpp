@@ -206,6 +206,16 @@ PyObject* replay(GraphReplayObject* g, PyObject* const* args, Py_ssize_t nargs, 
         o->copy_outs += release_live(o);
       }
     }
+    // an input used in place that was itself such a held output has just moved (in error mode,
+    // lost its memory: reading it raises the overwritten-output error): the recording would
+    // read the old place
+    for (Py_ssize_t i = 0; i < nargs; ++i) {
+      if (rec.pointer_checked[i] &&
+          THPVariable_Unpack(args[i]).data_ptr() != rec.recorded_ptrs[i]) {
+        *rerecord = true;
+        return nullptr;
+      }
+    }
   } catch (const std::exception& e) {
     PyErr_SetString(PyExc_RuntimeError, e.what());
     return nullptr;

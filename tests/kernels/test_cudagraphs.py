@@ -499,3 +499,21 @@ def test_a_static_cache_written_in_place_matches_eager():
             torch.testing.assert_close(twin.cache, m.cache)
     graphs = [g for pool in cg._ALL_POOLS for g in pool]
     assert len(graphs) == 1 and graphs[0].stats["replays"] >= 6
+
+
+def test_an_in_place_input_that_is_a_later_graphs_held_output_is_not_read_stale():
+    """b's output, held by the caller, is the input a writes in place: when a replays, b's held
+    output is copied out first (b was recorded after a), so a records again on the new memory."""
+    pool = GraphPool()
+    a = replayed(_add_one, n=1, pool=pool)
+    b = replayed(lambda x: [x * 3], n=1, pool=pool)
+    cache = torch.zeros(4)
+    for _ in range(3):
+        a(cache)                                         # a: recorded with cache in place
+    (held,) = b(torch.ones(4))
+    for _ in range(2):
+        b(torch.ones(4))                                 # b: recorded after a
+    (held,) = b(torch.ones(4))
+    out = a(held)                                        # in place on b's output
+    torch.testing.assert_close(held, torch.full((4,), 4.0))
+    torch.testing.assert_close(out[0], torch.full((4,), 8.0))
