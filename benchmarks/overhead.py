@@ -7,6 +7,12 @@ torch.compile's overhead that xcompile still pays.  Target: <= 0.1 on every row.
     python benchmarks/overhead.py [--calls N] [--rounds R] [--only SUBSTR]
     python benchmarks/overhead.py --instructions [--calls N] [--only SUBSTR]
 
+A second table gives each compiler's overhead over its graph with the graph's cost taken out:
+both compile each row with a stub backend whose "graph" returns the outputs it computed once, and
+the column is µs per call of the compiled function minus µs per call of its stub (min over the
+interleaved rounds; rows with graph breaks print "-").  The first table's "- graph" columns
+subtract two large numbers for the deep-module rows and are mostly noise there; these are not.
+
 --instructions: instructions per call of the cache-hit path, counted by valgrind's callgrind
 (no timing noise): each row is compiled with a stub backend whose "graph" returns the outputs it
 computed once, and the count of calling the compiled function minus the count of calling the
@@ -140,6 +146,80 @@ def _captured_graph(fn, args, ctx):
     order = [ids.index(id(t)) for t in example_inputs]  # placeholders are a subset of the args
     fwd = gm.forward
     return lambda *a: fwd(*[a[i] for i in order])
+
+
+_ROUND_BUDGET_US = 200_000
+
+
+def _row_calls(fn, args, most):
+    """Calls per round for a row without --calls: ``most``, or fewer where eager is slow (about
+    _ROUND_BUDGET_US of eager calls; at least 50), so the deep rows take seconds, not minutes."""
+    import time
+    for _ in range(3):
+        fn(*args)
+    t0 = time.perf_counter_ns()
+    for _ in range(5):
+        fn(*args)
+    us = (time.perf_counter_ns() - t0) / 5 / 1000.0
+    return max(50, min(most, int(_ROUND_BUDGET_US / max(us, 1e-3))))
+
+
+# -- overhead over a stub graph (timing) ------------------------------------------------------------
+
+def _stub_compiled(compile_fn, fn, args, ctx):
+    """``fn`` compiled by ``compile_fn`` with a stub backend and called a few times (in ``ctx``):
+    (compiled, its stub), or None where it compiled more or fewer than one graph."""
+    stubs = []
+
+    def backend(gm, example_inputs):
+        stubs.append(_stub_backend(gm, example_inputs))
+        return stubs[-1]
+    compiled = compile_fn(fn, backend=backend)
+    with (ctx() if ctx is not None else contextlib.nullcontext()):
+        for _ in range(20):
+            compiled(*args)
+    return (compiled, stubs[0]) if len(stubs) == 1 else None
+
+
+def _min_per_call_us(variants: dict, args, *, calls: int, rounds: int, warmup: int = 50) -> dict:
+    """Min over rounds of the mean µs per call, for each variant, rounds interleaved (the least
+    disturbed round: what is subtracted here is small, so the spread matters more than bias)."""
+    import gc
+    import time
+    for f in variants.values():
+        for _ in range(warmup):
+            f(*args)
+    best = {name: float("inf") for name in variants}
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            for name, f in variants.items():
+                t0 = time.perf_counter_ns()
+                for _ in range(calls):
+                    f(*args)
+                best[name] = min(best[name], (time.perf_counter_ns() - t0) / calls / 1000.0)
+    finally:
+        gc.enable()
+    return best
+
+
+def stub_overhead(fn, args, ctx, *, calls: int, rounds: int):
+    """{"xcompile": (call µs, stub µs) or None, "torch": ...}: each compiler's call of ``fn``
+    compiled with a stub backend, and of that stub directly (None: graph breaks)."""
+    import torch._dynamo
+    xcompile.reset()
+    torch._dynamo.reset()
+    compiled = {"xcompile": _stub_compiled(xcompile.compile, fn, args, ctx),
+                "torch": _stub_compiled(torch.compile, fn, args, ctx)}
+    variants = {}
+    for name, pair in compiled.items():
+        if pair is not None:
+            variants[name], variants[name + ":stub"] = pair
+    with (ctx() if ctx is not None else contextlib.nullcontext()):
+        us = _min_per_call_us(variants, args, calls=calls, rounds=rounds) if variants else {}
+    xcompile.reset()
+    torch._dynamo.reset()
+    return {name: (us[name], us[name + ":stub"]) if name in us else None for name in compiled}
 
 
 # -- instruction counts (callgrind) ----------------------------------------------------------------
@@ -286,16 +366,20 @@ def main(argv=None):
     if a.instructions or a.instructions_child:
         a.calls = a.calls or 200
         return _instructions_child(a) if a.instructions_child else instructions(a)
+    fixed_calls = a.calls
     a.calls = a.calls or 2000
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     print(f"torch {torch.__version__}, python {sys.version.split()[0]}, 1 thread; "
-          f"median of {a.rounds} interleaved rounds x {a.calls} calls")
+          f"median of {a.rounds} interleaved rounds x "
+          + (f"{a.calls} calls" if fixed_calls else
+             f"up to {a.calls} calls (slow rows: about {_ROUND_BUDGET_US // 1000} ms of eager calls per round)"))
     hdr = (f"{'row':30s} {'eager':>8s} {'graph':>8s} {'torch.c':>8s} {'xcomp':>8s} | {'xc-eager':>8s} "
            f"{'tc-eager':>8s} {'ratio':>6s} | {'xc-graph':>8s} {'tc-graph':>8s} {'ratio':>6s}")
     print(hdr)
     print("-" * len(hdr))
     worst = 0.0
+    stub_rows = []
     for name, fn, args, ctx in rows():
         if a.only and a.only not in name:
             continue
@@ -303,11 +387,9 @@ def main(argv=None):
         xc = xcompile.compile(fn, backend="eager")
         graph = _captured_graph(fn, args, ctx)
         variants = {"eager": fn, "graph": graph, "torch": tc, "xcompile": xc}
-        if ctx is not None:
-            with ctx():
-                us = per_call_us(variants, args, calls=a.calls, rounds=a.rounds)
-        else:
-            us = per_call_us(variants, args, calls=a.calls, rounds=a.rounds)
+        with (ctx() if ctx is not None else contextlib.nullcontext()):
+            calls = fixed_calls or _row_calls(fn, args, a.calls)
+            us = per_call_us(variants, args, calls=calls, rounds=a.rounds)
         for v in ("torch", "xcompile"):  # same answer as eager
             torch.testing.assert_close(variants[v](*args), fn(*args))
         xo, to = us["xcompile"] - us["eager"], us["torch"] - us["eager"]
@@ -317,10 +399,38 @@ def main(argv=None):
         worst = max(worst, ratio if to > 0 else ratio_g)
         print(f"{name:30s} {us['eager']:8.2f} {us['graph']:8.2f} {us['torch']:8.2f} {us['xcompile']:8.2f} | "
               f"{xo:8.2f} {to:8.2f} {ratio:6.3f} | {xg:8.2f} {tg:8.2f} {ratio_g:6.3f}")
+        stub_rows.append((name, stub_overhead(fn, args, ctx, calls=a.calls, rounds=a.rounds)))
     print("\nus per call. graph = the captured FX graph called directly (the floor for both compilers).")
     print("ratio = xcompile's overhead / torch.compile's overhead, over eager and over the graph it runs;")
     print("rows where a compiler beats eager (module calls skip nn.Module.__call__) use the graph ratio.")
+    print("For the deep-module rows the graph columns subtract two large, noisy times: the stub table below")
+    print("measures the same overhead without the graph's cost.")
     print(f"worst ratio: {worst:.3f}  (target <= 0.1)")
+
+    print(f"\noverhead over the graph, measured with stub backends: min of {a.rounds} interleaved rounds "
+          f"x {a.calls} calls")
+    hdr = (f"{'row':30s} {'xcomp':>8s} {'xc stub':>8s} {'torch.c':>8s} {'tc stub':>8s} | {'xc ovh':>8s} "
+           f"{'tc ovh':>8s} {'ratio':>6s}")
+    print(hdr)
+    print("-" * len(hdr))
+    worst_stub = 0.0
+    for name, res in stub_rows:
+        cells = []
+        for v in ("xcompile", "torch"):
+            cells += [f"{res[v][0]:8.2f}", f"{res[v][1]:8.2f}"] if res[v] else [f"{'-':>8s}"] * 2
+        ovh = {v: res[v][0] - res[v][1] if res[v] else None for v in res}
+        ratio_s = ovh["xcompile"] / ovh["torch"] if None not in ovh.values() and ovh["torch"] > 0 else None
+        if ratio_s is not None:
+            worst_stub = max(worst_stub, ratio_s)
+        print(f"{name:30s} {' '.join(cells[:2])} {' '.join(cells[2:])} | "
+              + " ".join(f"{ovh[v]:8.2f}" if ovh[v] is not None else f"{'-':>8s}" for v in ("xcompile", "torch"))
+              + (f" {ratio_s:6.3f}" if ratio_s is not None else f" {'-':>6s}"))
+    print("\nus per call. Each compiler compiles the row with a stub backend: its \"graph\" returns the outputs")
+    print("it computed once, so the graph's own cost is gone. xcomp / torch.c = the compiled function called;")
+    print("xc stub / tc stub = that compiler's stub called directly with the same arguments;")
+    print("xc ovh / tc ovh = compiled minus stub: what each compiler adds per call (guards, argument handling,")
+    print("the call into the graph); ratio = xc ovh / tc ovh.  \"-\": graph breaks (more than one graph).")
+    print(f"worst stub ratio: {worst_stub:.3f}")
 
 
 if __name__ == "__main__":
