@@ -482,7 +482,26 @@ PyObject* gr_repr(PyObject* self) {
   return PyUnicode_FromFormat("<xcompile GraphReplay %s of %R>", names[g->state], g->fn);
 }
 
+// unowned(t): a tensor over t's memory (its sizes and strides) that does not keep it alive: what
+// a recording reads an in-place input through (it replays only when the caller's tensor is at
+// that address, so the memory is alive then; holding t would keep the storage of an output of
+// an earlier replay alive and make every replay copy it out).
+PyObject* gr_unowned(PyObject*, PyObject* arg) {
+  if (!THPVariable_Check(arg)) {
+    PyErr_SetString(PyExc_TypeError, "GraphReplay.unowned expects a tensor");
+    return nullptr;
+  }
+  try {
+    const at::Tensor& t = THPVariable_Unpack(arg);
+    return THPVariable_Wrap(at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options()));
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+    return nullptr;
+  }
+}
+
 PyMethodDef gr_methods[] = {
+    {"unowned", gr_unowned, METH_O | METH_STATIC, "a tensor over t's memory that does not own it"},
     {"_set_recording", gr_set_recording, METH_VARARGS,
      "_set_recording(replay, inputs, pointer_checked, outputs, out_groups, out_list)"},
     {"_fallback", gr_fallback, METH_NOARGS, "run fn from now on"},

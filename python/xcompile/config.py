@@ -97,7 +97,8 @@ cudagraphs: bool = False
 # Graphs on the CPU use the CPU stand-in device (records the artifact, replays it into fixed
 # output memory), so the bookkeeping runs without a GPU; off, CPU graphs run without replay.
 cudagraph_stand_in: bool = _env_bool("XCOMPILE_CUDAGRAPH_STAND_IN", False)
-# Calls that run the graph plainly before it is recorded.
+# Calls that run the graph plainly before it is recorded (at least 1: the warm-up finds the
+# inputs the graph writes into).
 cudagraph_warmup: int = 1
 # Recordings of one graph (a static input that moves records again) before it runs plainly.
 cudagraph_max_records: int = 8

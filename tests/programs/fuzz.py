@@ -141,10 +141,16 @@ def main(argv=None) -> int:
     ap.add_argument("--show", type=int, default=None, help="print one seed's program and check it")
     ap.add_argument("--dynamic", action="store_true",
                     help="compile with dynamic=True (symbolic sizes from the first call)")
+    ap.add_argument("--cudagraphs", action="store_true",
+                    help="inductor with mode='reduce-overhead', CPU graphs recorded by the stand-in "
+                         "device; each program's calls made three times (warm-up, record, replay)")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.dynamic:
         os.environ["XCOMPILE_FUZZ_DYNAMIC"] = "1"        # read by harness.py; workers inherit it
+    if a.cudagraphs:
+        os.environ["XCOMPILE_FUZZ_CUDAGRAPHS"] = "1"     # read by harness.py
+        os.environ["XCOMPILE_CUDAGRAPH_STAND_IN"] = "1"  # read by xcompile.config at import
     if a.worker:
         worker(a.worker[0], int(a.worker[1]), int(a.worker[2]), a.minimize)
         return 0

@@ -226,7 +226,11 @@ def compare_calls(f_e, ns_e, f_c, ns_c, backend, calls, tol, seed=0) -> Result:
     """Compile f_c and make each call (a factory of (args, kwargs, leaves), the grad mode) on
     both copies; compare after every call."""
     dynamic = True if os.environ.get("XCOMPILE_FUZZ_DYNAMIC") == "1" else None   # fuzz.py --dynamic
-    compiled = xcompile.compile(f_c, backend=backend, dynamic=dynamic)
+    mode = None
+    if os.environ.get("XCOMPILE_FUZZ_CUDAGRAPHS") == "1":                          # fuzz.py --cudagraphs
+        mode = "reduce-overhead" if backend == "inductor" else None
+        calls = list(calls) * 3                    # warm-up, recording, replays
+    compiled = xcompile.compile(f_c, backend=backend, dynamic=dynamic, mode=mode)
     for i, (factory, grad) in enumerate(calls):
         torch.set_grad_enabled(True)
         # eager first, forward and backward: a program eager rejects is discarded

@@ -18,9 +18,12 @@ A graph runs plainly from its first call on, logged under ``XCOMPILE_LOGS=cudagr
 reason, when: its sizes are symbolic; it has a random op (the RNG state is not recorded) or an
 op that waits for the host (``.item()``, ``nonzero``); it writes into an input that is not
 static and is new memory on each call (one that stays put, as a cache the caller keeps, is used
-in place like a static input); an input is not a tensor, or is on another device than the graph records on (CPU
-tensors: torch skips them too; ``config.cudagraph_stand_in`` records them with the CPU
-stand-in); an output is not a tensor or aliases a copied input; or the recording fails.
+in place like a static input); an input is not a tensor, or is on another device than the
+graph records on (CPU tensors: torch skips them too; ``config.cudagraph_stand_in`` records
+them with the CPU stand-in); an output is not a tensor; or the recording fails. An output that
+is an input or a view of one is the caller's tensor (or that view of it), as in eager. The
+recording reads in-place inputs through tensors that own nothing (``GraphReplay.unowned``):
+it replays only while the caller's tensor is at the recorded address.
 
 The graphs of one compiled function share a ``GraphPool`` (one CUDA memory pool). A graph's
 replay may write into memory that graphs recorded after it use for their outputs, so before
@@ -202,7 +205,7 @@ class _Recorder:
     def __call__(self, graph, args: tuple):
         try:
             device = self._check(args)
-            if self.calls < config.cudagraph_warmup:
+            if self.calls < max(1, config.cudagraph_warmup):    # the warm-up finds written inputs
                 self.calls += 1
                 return self._warm_up(graph, args)
             if self.records >= config.cudagraph_max_records:
@@ -259,20 +262,19 @@ class _Recorder:
                                 "(not a parameter, buffer or mark_static_address tensor)")
             static[k] = True
         inputs = []
-        copied: dict[int, int] = {}
+        index_of: dict[int, int] = {}         # storage of what the recording reads -> input index
         with torch.no_grad():
             for k, (a, s) in enumerate(zip(args, static)):
-                if s:
-                    inputs.append(a)
-                    continue
-                if torch._debug_has_internal_overlap(a) == 1:
-                    raise _NoReplay(f"input {k} has elements sharing memory (expanded); it cannot be "
-                                    "copied into a buffer of its strides")
-                buf = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
-                buf.copy_(a)
+                if s:                         # read in place, through a tensor that owns nothing
+                    buf = _C.GraphReplay.unowned(a)
+                else:
+                    if torch._debug_has_internal_overlap(a) == 1:
+                        raise _NoReplay(f"input {k} has elements sharing memory (expanded); it cannot "
+                                        "be copied into a buffer of its strides")
+                    buf = torch.empty_strided(a.size(), a.stride(), dtype=a.dtype, device=a.device)
+                    buf.copy_(a)
                 inputs.append(buf)
-                copied[buf.untyped_storage()._cdata] = k
-        static_storages = {a.untyped_storage()._cdata for a, s in zip(args, static) if s}
+                index_of.setdefault(buf.untyped_storage()._cdata, k)
         fn = self.fn
         try:
             replay, outs, keep = gd.record(lambda: fn(*inputs), inputs, self.pool)
@@ -291,11 +293,8 @@ class _Recorder:
             if o.device != device:
                 raise _NoReplay(f"output {k} is on {o.device}, the graph records on {device}")
             key = o.untyped_storage()._cdata
-            if key in copied:                 # the caller's input (or a view of it), as eager returns
-                groups.append(-2 - copied[key])
-                continue
-            if key in static_storages:
-                groups.append(-1)             # a parameter or view of one: the caller's memory
+            if key in index_of:               # the caller's input (or a view of it), as eager returns
+                groups.append(-2 - index_of[key])
                 continue
             groups.append(group_of.setdefault(key, len(group_of)))
         graph._set_recording(replay, inputs, static, list(outs), groups, isinstance(outs, list))
@@ -306,7 +305,7 @@ class _Recorder:
             self.pool.remove(graph)
         self.pool.append(graph)
         log.log("cudagraphs", "%s recorded on %s (%s): %d inputs, %d copied per call, %d outputs",
-                self.name, device, gd.name, len(args), len(copied), len(outs))
+                self.name, device, gd.name, len(args), len(args) - sum(static), len(outs))
 
 
 __all__ = ["current_pool", "enabled", "graph_reason", "new_pool", "pool_scope", "replaying", "reset", "static_tensors",
