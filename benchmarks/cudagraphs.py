@@ -2,7 +2,7 @@
 "reduce-overhead"), xcompile.compile(mode="reduce-overhead"), and the bare replay of xcompile's
 own recording (``torch.cuda.CUDAGraph.replay``, i.e. the cudaGraphLaunch floor).
 
-    python benchmarks/cudagraphs.py [--layers 4] [--width 256] [--calls 500] [--rounds 9]
+    python benchmarks/cudagraphs.py [--model decoder|tiny] [--layers 4] [--width 256] [--calls 500] [--rounds 9]
 
 Prints µs per call (median of interleaved rounds, synchronised at the end of each round) and,
 for both compilers, the time per call above the bare replay: the guard check, input copies,
@@ -61,6 +61,13 @@ class Decoder(nn.Module):
         return self.head(x)
 
 
+class Tiny(nn.Module):
+    """One small elementwise kernel: the time above the bare replay is the bookkeeping alone."""
+
+    def forward(self, x):
+        return x * 2 + 1
+
+
 def _timed(variants: dict, x, calls: int, rounds: int, sync) -> dict:
     samples: dict[str, list[float]] = {k: [] for k in variants}
     for _ in range(rounds):
@@ -80,6 +87,8 @@ def main(argv=None) -> int:
     ap.add_argument("--width", type=int, default=256)
     ap.add_argument("--calls", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--model", choices=("decoder", "tiny"), default="decoder",
+                    help="tiny: x * 2 + 1 on 8 floats (the bookkeeping around one small kernel)")
     a = ap.parse_args(argv)
     warnings.filterwarnings("ignore")
     cuda = torch.cuda.is_available()
@@ -88,8 +97,11 @@ def main(argv=None) -> int:
     if not cuda:
         torch.set_num_threads(1)
     torch.manual_seed(0)
-    model = Decoder(a.layers, a.width).to(device).eval()
-    x = torch.randn(1, 1, a.width, device=device)
+    if a.model == "tiny":
+        model, x = Tiny().to(device), torch.randn(8, device=device)
+    else:
+        model = Decoder(a.layers, a.width).to(device).eval()
+        x = torch.randn(1, 1, a.width, device=device)
     with torch.no_grad(), config.patch(cudagraph_stand_in=not cuda):
         ours = xcompile.compile(model, mode="reduce-overhead")
         theirs = torch.compile(model, mode="reduce-overhead")
@@ -105,7 +117,8 @@ def main(argv=None) -> int:
                     "bare replay": lambda _x: bare_replay()}
         us = _timed(variants, x, a.calls, a.rounds, sync)
     name = torch.cuda.get_device_name() if cuda else "CPU (xcompile: stand-in device; torch: no CUDA graphs)"
-    print(f"decode step, {a.layers} layers, width {a.width}, batch 1; {name}; torch {torch.__version__}")
+    what = "x * 2 + 1 on 8 floats" if a.model == "tiny" else f"decode step, {a.layers} layers, width {a.width}, batch 1"
+    print(f"{what}; {name}; torch {torch.__version__}")
     print(f"median of {a.rounds} interleaved rounds x {a.calls} calls")
     print(f"{'variant':16s} {'us/call':>10s} {'above bare replay':>18s}")
     for k, v in us.items():
