@@ -10,6 +10,7 @@
 #include <structmember.h>
 #include <torch/csrc/autograd/python_variable.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -59,8 +60,8 @@ struct GraphReplayObject {
   PyObject* pool;    // strong: list of GraphReplay in recording order
   Py_ssize_t n_inputs;
   int state;
-  int copy_live;  // held outputs: copied out (1) or made to raise on access (0)
-  Recording* rec;
+  int copy_live;                    // held outputs: copied out (1) or made to raise on access (0)
+  std::shared_ptr<Recording>* rec;  // owned holder, or NULL; a replay keeps its own copy
   long long replays, copies_in, copy_outs, direct_calls, rerecords;
 };
 
@@ -90,7 +91,7 @@ const char* kOverwritten =
 long long release_live(GraphReplayObject* g) {
   if (g->state != RECORDED || !g->rec) return 0;
   long long n = 0;
-  for (OutStorage& s : g->rec->storages) {
+  for (OutStorage& s : (*g->rec)->storages) {
     if (!s.last) continue;
     StoragePtr live = s.last->lock();
     s.last.reset();
@@ -108,7 +109,8 @@ long long release_live(GraphReplayObject* g) {
 
 void drop_recording(GraphReplayObject* g) {
   if (!g->rec) return;
-  delete g->rec;  // outputs handed out keep their memory through their own storage
+  delete g->rec;  // outputs handed out keep their memory through their own storage; a replay in
+                  // progress keeps the recording through its own shared_ptr
   g->rec = nullptr;
 }
 
@@ -124,7 +126,18 @@ PyObject* call_fn(GraphReplayObject* g, PyObject* const* args, Py_ssize_t nargs)
 
 PyObject* replay(GraphReplayObject* g, PyObject* const* args, Py_ssize_t nargs, bool* rerecord);
 
+PyObject* gr_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames);
+
+// The caller's reference may go while the graph runs (a weakref callback dropping its cache
+// entry): the call holds its own.
 PyObject* gr_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  Py_INCREF(self);
+  PyObject* out = gr_call(self, args, nargsf, kwnames);
+  Py_DECREF(self);
+  return out;
+}
+
+PyObject* gr_call(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* g = reinterpret_cast<GraphReplayObject*>(self);
   Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
   if (kwnames && PyTuple_GET_SIZE(kwnames)) {
@@ -167,7 +180,8 @@ PyObject* gr_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, Py
 }
 
 PyObject* replay(GraphReplayObject* g, PyObject* const* args, Py_ssize_t nargs, bool* rerecord) {
-  Recording& rec = *g->rec;
+  std::shared_ptr<Recording> keep = *g->rec;  // the replay may run Python that drops it
+  Recording& rec = *keep;
   if (nargs != static_cast<Py_ssize_t>(rec.inputs.size())) return call_fn(g, args, nargs);
   try {
     c10::AutoGradMode no_grad(false);
@@ -419,7 +433,7 @@ PyObject* gr_set_recording(PyObject* self, PyObject* args) {
   }
   done(true);
   drop_recording(g);
-  g->rec = rec.release();
+  g->rec = new std::shared_ptr<Recording>(std::move(rec));
   g->state = RECORDED;
   Py_RETURN_NONE;
 }
@@ -452,8 +466,8 @@ int gr_traverse(PyObject* self, visitproc visit, void* arg) {
   Py_VISIT(g->record);
   Py_VISIT(g->pool);
   if (g->rec) {
-    Py_VISIT(g->rec->replay);
-    for (PyObject* o : g->rec->passthrough) Py_VISIT(o);
+    Py_VISIT((*g->rec)->replay);
+    for (PyObject* o : (*g->rec)->passthrough) Py_VISIT(o);
   }
   Py_VISIT(Py_TYPE(self));
   return 0;

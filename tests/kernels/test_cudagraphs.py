@@ -517,3 +517,26 @@ def test_an_in_place_input_that_is_a_later_graphs_held_output_is_not_read_stale(
     out = a(held)                                        # in place on b's output
     torch.testing.assert_close(held, torch.full((4,), 4.0))
     torch.testing.assert_close(out[0], torch.full((4,), 8.0))
+
+
+def test_a_replay_that_drops_its_own_recording_and_last_reference_is_safe():
+    """Python run by the replay (here the stand-in's artifact) drops the recording and the last
+    reference to the graph: the call finishes on its own references."""
+    holder = {}
+    w = param(4)
+
+    def art(x, w):
+        if holder.get("drop"):
+            holder["g"]._drop_recording()
+            del holder["g"]
+        return [x * 2 + w, x.sum()]
+    holder["g"] = cg.wrap(art, _gm(affine), 2, pool=GraphPool(), name="t")
+    g = holder["g"]
+    for _ in range(3):
+        g(torch.randn(4), w)
+    del g
+    holder["drop"] = True
+    x = torch.randn(4)
+    out = holder["g"](x, w)
+    torch.testing.assert_close(out[0], x * 2 + w)
+    assert "g" not in holder
