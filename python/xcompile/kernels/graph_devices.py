@@ -10,8 +10,9 @@ tensors, and ``keep`` is whatever must stay alive with the recording.
   ``replay`` is the graph's bound ``replay`` (a C++ method of torch's binding).
 - ``StandIn``: the CPU stand-in, so the bookkeeping (input copies, pointer checks, output
   liveness, fallbacks) is tested without a GPU. Its recording is the artifact; a replay runs
-  it on the recorded inputs and copies the results into the recorded outputs, which, like a
-  CUDA graph's, stay at the same addresses and are overwritten by every replay.
+  it on the recorded inputs and copies the results' storages into the recorded outputs', which,
+  like a CUDA graph's, stay at the same addresses and are overwritten by every replay. The
+  recording run stands for the first replay (which it skips), as a capture executes nothing.
 """
 from __future__ import annotations
 
@@ -55,20 +56,30 @@ class StandIn:
     name = "cpu stand-in"
 
     def record(self, run: Callable[[], Any], inputs: list, pool: GraphPool):
-        # a capture executes nothing: what the run writes into the inputs is undone (the call
-        # that records then replays, which writes them once)
-        with torch.no_grad():
-            before = [t.clone() for t in inputs]
-            outs = run()
-            for t, b in zip(inputs, before):
-                t.copy_(b)
-        fixed = list(outs) if isinstance(outs, (list, tuple)) else outs
+        # The recording run is this call's execution: GraphReplay replays right after recording,
+        # and that first replay is skipped, so every call runs the graph once (a capture executes
+        # nothing; its first replay is the call's run), writes into inputs and bound buffers too.
+        outs = run()
+        fixed = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+        first = [True]
 
         def replay():
+            if first[0]:
+                first[0] = False
+                return
             new = run()
             with torch.no_grad():
+                done: set[int] = set()
                 for f, n in zip(fixed, new):
-                    if isinstance(f, torch.Tensor) and f is not n:
+                    if not isinstance(f, torch.Tensor) or f is n:
+                        continue
+                    fs, ns = f.untyped_storage(), n.untyped_storage()
+                    if fs._cdata == ns._cdata or fs._cdata in done:
+                        continue                     # an input returned, or a storage written already
+                    done.add(fs._cdata)
+                    if fs.nbytes() == ns.nbytes():   # whole storages: views and expanded outputs too
+                        fs.copy_(ns)
+                    else:
                         f.copy_(n)
         return replay, outs, None
 
