@@ -211,7 +211,12 @@ class _Recorder:
             if self.records >= config.cudagraph_max_records:
                 raise _NoReplay(f"recorded {self.records} times: a static input keeps moving "
                                 "(a parameter or mark_static_address tensor given new memory)")
-            self._record(graph, args, device)
+            try:
+                self._record(graph, args, device)
+            except _NoReplay:
+                raise
+            except Exception as e:     # anything else that fails there runs the graph plainly
+                raise _NoReplay(f"recording failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}") from e
             return True, None
         except _NoReplay as e:
             return self._fallback(graph, args, str(e))
@@ -266,7 +271,7 @@ class _Recorder:
         with torch.no_grad():
             for k, (a, s) in enumerate(zip(args, static)):
                 if s:                         # read in place, through a tensor that owns nothing
-                    buf = _C.GraphReplay.unowned(a)
+                    buf = _C.GraphReplay.unowned(a) if a.numel() else a
                 else:
                     if torch._debug_has_internal_overlap(a) == 1:
                         raise _NoReplay(f"input {k} has elements sharing memory (expanded); it cannot "
