@@ -261,7 +261,9 @@ PyObject* replay(GraphReplayObject* g, PyObject* const* args, Py_ssize_t nargs, 
         const at::Tensor& a = THPVariable_Unpack(args[j]);
         const at::Tensor& so = rec.outputs[i];
         int64_t offset = a.storage_offset() + so.storage_offset() - rec.inputs[j].storage_offset();
-        if (so.sizes() == a.sizes() && so.strides() == a.strides() &&
+        // the recording returned its input itself: the caller's tensor; else (``x.detach()``,
+        // an alias of the same geometry included) a new view of it, as eager makes
+        if (so.is_same(rec.inputs[j]) && so.sizes() == a.sizes() && so.strides() == a.strides() &&
             offset == a.storage_offset()) {
           item = Py_NewRef(args[j]);
         } else {

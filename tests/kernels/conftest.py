@@ -5,15 +5,19 @@
 - Triton kernels run on the CPU through the interpreter when there is no GPU.
   TRITON_INTERPRET must stay set while the kernels run (triton reads it at launch too), so
   it is set for the whole session, before any kernel module is created.
+- The CUDA-graph tests' fixtures: ``cudagraph_stand_in`` (CPU graphs recorded by the stand-in
+  device) and ``reasons`` (what was logged under XCOMPILE_LOGS=cudagraphs).
 """
+import logging
 import os
 import sys
 import types
 
+import pytest
 import torch
 
 try:
-    import xcompile  # noqa: F401
+    import xcompile
 except ImportError:
     for name in [n for n in sys.modules if n == "xcompile" or n.startswith("xcompile.")]:
         del sys.modules[name]
@@ -23,3 +27,29 @@ except ImportError:
 
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+@pytest.fixture
+def cudagraph_stand_in():
+    """CUDA graphs recorded by the CPU stand-in device (test_cudagraphs*.py use it for every test)."""
+    xcompile.reset()
+    with xcompile.config.patch(cudagraph_stand_in=True, warm_start=False):
+        yield
+    xcompile.reset()
+
+
+@pytest.fixture
+def reasons():
+    """The messages logged under XCOMPILE_LOGS=cudagraphs during the test."""
+    seen = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+    handler = Keep()
+    logger = logging.getLogger("xcompile.cudagraphs")
+    logger.addHandler(handler)
+    xcompile.set_logs(cudagraphs=True)
+    yield lambda: list(seen)
+    xcompile.set_logs(cudagraphs=False)
+    logger.removeHandler(handler)
