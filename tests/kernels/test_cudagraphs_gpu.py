@@ -34,10 +34,6 @@ class Net(nn.Module):
         return self.fc2(torch.nn.functional.gelu(self.fc1(self.ln(x)))) + x
 
 
-def _graphs():
-    return [g for pool in cg._ALL_POOLS for g in pool]
-
-
 @pytest.mark.parametrize("backend", ["inductor", "cudagraphs"])
 def test_inference_replays_and_matches_eager(backend):
     torch.manual_seed(0)
@@ -53,7 +49,7 @@ def test_inference_replays_and_matches_eager(backend):
             torch.testing.assert_close(out, m(x), atol=1e-4, rtol=1e-4)
     for x, out in held:                                  # held outputs were copied out, not overwritten
         torch.testing.assert_close(out, m(x), atol=1e-4, rtol=1e-4)
-    graphs = _graphs()
+    graphs = cg.recorded_graphs()
     assert graphs and all(g.stats["state"] == "recorded" and g.stats["replays"] >= 4 for g in graphs)
 
 
@@ -69,7 +65,7 @@ def test_training_replays_forward_and_backward():
         for p, q in zip(m.parameters(), twin.parameters()):
             torch.testing.assert_close(q.grad, p.grad, atol=1e-4, rtol=1e-4)
             p.grad = q.grad = None
-    assert len(_graphs()) == 2 and all(g.stats["replays"] >= 3 for g in _graphs())
+    assert len(cg.recorded_graphs()) == 2 and all(g.stats["replays"] >= 3 for g in cg.recorded_graphs())
 
 
 def test_error_mode_matches_torch():
@@ -92,7 +88,7 @@ def test_cpu_tensors_run_without_replay():
         for _ in range(3):
             x = torch.randn(4, 32)
             torch.testing.assert_close(c(x), m(x))
-    assert not _graphs()                                 # nothing recorded
+    assert not cg.recorded_graphs()                      # nothing recorded
 
 
 def test_decode_loop_feeding_outputs_back():

@@ -28,10 +28,6 @@ class Net(nn.Module):
         return self.fc2(torch.nn.functional.gelu(self.fc1(self.ln(x)))) * self.scale + x
 
 
-def _graphs(model):
-    return [g for g in cg._ALL_POOLS for g in g]
-
-
 @pytest.mark.parametrize("how", [dict(mode="reduce-overhead"), dict(mode="max-autotune"),
                                  dict(options={"triton.cudagraphs": True}), dict(backend="cudagraphs")])
 def test_inference_matches_eager_and_replays(how):
@@ -45,7 +41,7 @@ def test_inference_matches_eager_and_replays(how):
             ref = m(x)
             torch.testing.assert_close(out, ref)
             assert out.shape == ref.shape and out.stride() == ref.stride() and out.dtype == ref.dtype
-    graphs = [g for pool in cg._ALL_POOLS for g in pool]
+    graphs = cg.recorded_graphs()
     assert graphs and all(g.stats["replays"] >= 3 for g in graphs)
 
 
@@ -55,7 +51,7 @@ def test_default_mode_does_not_record():
     with torch.no_grad():
         for _ in range(3):
             c(torch.randn(3, 8))
-    assert not [g for pool in cg._ALL_POOLS for g in pool]
+    assert not cg.recorded_graphs()
 
 
 @pytest.mark.parametrize("backend", ["inductor", "cudagraphs"])
@@ -82,9 +78,9 @@ def test_training_matches_eager_with_forward_and_backward_replayed(backend):
         opt_c.step()
         opt_e.zero_grad()
         opt_c.zero_grad()
-    names = {g.stats["state"] for pool in cg._ALL_POOLS for g in pool}
+    names = {g.stats["state"] for g in cg.recorded_graphs()}
     assert names == {"recorded"}
-    assert len([g for pool in cg._ALL_POOLS for g in pool]) == 2    # forward and backward
+    assert len(cg.recorded_graphs()) == 2    # forward and backward
 
 
 def test_gradient_accumulation_keeps_earlier_gradients():
@@ -140,7 +136,7 @@ def test_batchnorm_training_updates_running_stats_once_per_call():
         torch.testing.assert_close(b2, b, msg=lambda s: f"{n}: {s}")
     for p, q in zip(m.parameters(), twin.parameters()):
         torch.testing.assert_close(q.grad, p.grad)
-    graphs = [g for pool in cg._ALL_POOLS for g in pool]
+    graphs = cg.recorded_graphs()
     assert len(graphs) == 2 and all(g.stats["replays"] >= 3 for g in graphs)
 
 
@@ -168,7 +164,7 @@ def test_a_static_cache_written_in_place_matches_eager():
             pos = torch.tensor([step])
             torch.testing.assert_close(c(x, pos), m(x, pos))
             torch.testing.assert_close(twin.cache, m.cache)
-    graphs = [g for pool in cg._ALL_POOLS for g in pool]
+    graphs = cg.recorded_graphs()
     assert len(graphs) == 1 and graphs[0].stats["replays"] >= 6
 
 
@@ -207,7 +203,7 @@ def test_zoo_models_under_reduce_overhead_match_eager(name, mode):
                 _check(_param_grads(cm), _param_grads(em), "param grads", case.tol)
             _check(_module_state(cm), _module_state(em), "module state", case.tol)
             _check(ac, ae, "inputs after the call", case.tol)
-    graphs = [g for pool in cg._ALL_POOLS for g in pool]
+    graphs = cg.recorded_graphs()
     assert graphs and all(g.stats["replays"] >= 2 for g in graphs)
 
 

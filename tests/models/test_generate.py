@@ -87,6 +87,6 @@ def test_generate_static_cache_replays_the_decode_step():
     with xcompile.config.patch(cudagraph_stand_in=True, warm_start=False, kernel_raise_errors=True):
         for x, e in zip((ids, fresh), expected):
             torch.testing.assert_close(_generate(model, x, cache_implementation="static"), e, rtol=0, atol=0)
-    graphs = [g for pool in cudagraphs._ALL_POOLS for g in pool]
+    graphs = cudagraphs.recorded_graphs()
     assert len(graphs) == 1, graphs
     assert graphs[0].stats["replays"] >= 40 and graphs[0].stats["rerecords"] == 1

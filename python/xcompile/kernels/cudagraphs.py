@@ -83,6 +83,11 @@ def reset() -> None:
         pool.clear()
 
 
+def recorded_graphs() -> list:
+    """Every replaying graph in every live pool (tests and benchmarks read their ``stats``)."""
+    return [g for pool in list(_ALL_POOLS) for g in pool]
+
+
 class TensorSet:
     """Tensors held weakly, compared by identity (a WeakSet compares tensors with ``==``)."""
 
@@ -313,6 +318,7 @@ class _Recorder:
                 self.name, device, gd.name, len(args), len(args) - sum(static), len(outs))
 
 
-__all__ = ["current_pool", "enabled", "graph_reason", "new_pool", "pool_scope", "replaying", "reset", "static_tensors",
+__all__ = ["current_pool", "enabled", "graph_reason", "new_pool", "pool_scope", "recorded_graphs", "replaying",
+           "reset", "static_tensors",
            "TensorSet",
            "wrap", "written_placeholders"]
