@@ -18,6 +18,7 @@ import torch
 from torch.utils._device import DeviceContext
 
 from . import _C, config, log, numpy_io, stance
+from ._torch_compat import is_fx_tracing
 from .backends.ddp import maybe_split
 from .backends.registry import INDUCTOR_OPTIONS, lookup_backend, wants_cudagraphs
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NO_NEW, SKIP, skip_code, skip_module
@@ -397,7 +398,7 @@ def _add_entry(code, entry, guard_export_fn=None) -> None:
 
 def _fx_tracing() -> bool:
     """torch.fx is tracing symbolically (symbolic_trace, make_fx) outside any compile."""
-    return torch.fx._symbolic_trace._is_fx_tracing_flag and not torch.compiler.is_compiling()
+    return is_fx_tracing() and not torch.compiler.is_compiling()
 
 
 def _foreign_function_modes() -> bool:

@@ -40,6 +40,7 @@ import torch.utils.checkpoint
 from torch.utils.checkpoint import CheckpointPolicy, noop_context_fn
 
 from .. import _C
+from .._torch_compat import AUTOGRAD_FUNCTION_APPLY, autograd_function_of_apply
 from ..guards.sources import AttrSource
 from . import control_flow, hub, marks, rules
 from .autograd_function import apply_target, check_function_class
@@ -313,8 +314,28 @@ def _mark_call(rule: str):
 def _autograd_function(tx, obj, args, kwargs) -> Value:
     """``MyFunction.apply(*args)``: one graph node calling it (autograd_function.py)."""
     cls = check_function_class(real_object(tx.resolve(args[0])) if args else None)
-    return tx.gb.call("call_function", apply_target(cls), [tx.resolve(a) for a in args[1:]],
+    return _apply_node(tx, cls, args[1:], kwargs)
+
+
+def _autograd_function_bound(tx, obj, args, kwargs) -> Value:
+    """The same where ``apply`` is C code (torch 2.14): ``obj`` is bound to the class."""
+    return _apply_node(tx, check_function_class(obj.__self__), args, kwargs)
+
+
+def _apply_node(tx, cls, args, kwargs) -> Value:
+    return tx.gb.call("call_function", apply_target(cls), [tx.resolve(a) for a in args],
                       {k: tx.resolve(v) for k, v in kwargs.items()}, what=f"{cls.__name__}.apply")
+
+
+def _builtin_method(tx, obj, source, covered) -> Value | None:
+    """``MyFunction.apply`` where ``apply`` is C code (torch 2.14): a new bound method at each
+    attribute read, so it is guarded through the class it is bound to, not by identity."""
+    cls = autograd_function_of_apply(obj)
+    if cls is None:
+        return None
+    if source is not None and not covered:
+        tx.guards.identity(AttrSource(source, "__self__"), cls)
+    return TracingApiValue(obj, "autograd_function_bound", source=source, covered=True)
 
 
 def _eogb_factory(tx, obj, args, kwargs) -> Value:
@@ -335,6 +356,7 @@ RULE_CALLS: dict[str, Callable[..., Value]] = {
     "disable": _disable,
     "checkpoint": _checkpoint,
     "autograd_function": _autograd_function,
+    "autograd_function_bound": _autograd_function_bound,
     "cond": control_flow.cond,
     "while_loop": control_flow.while_loop,
     "skip": _skip,
@@ -468,6 +490,8 @@ def _register_interpreter_rows() -> None:
     SPECIAL_TYPES[types.MethodType] = _bound_method
     SPECIAL_TYPES[types.FunctionType] = _nested_function
     SPECIAL_TYPES[_C.ContextExit] = _held_exit
+    if AUTOGRAD_FUNCTION_APPLY is None:
+        SPECIAL_TYPES[types.BuiltinMethodType] = _builtin_method
 
 
 def register_optimized_module_class(cls: type) -> None:
@@ -494,7 +518,8 @@ def _register_logging() -> None:
 _register_interpreter_rows()
 _register_logging()
 mark(torch.utils.checkpoint.checkpoint, "checkpoint")
-mark(vars(torch.autograd.Function)["apply"].__func__, "autograd_function")
+if AUTOGRAD_FUNCTION_APPLY is not None:       # torch <= 2.13 (2.14: wrap_special finds it)
+    mark(AUTOGRAD_FUNCTION_APPLY, "autograd_function")
 mark(torch.cond, "cond")
 if hasattr(torch, "while_loop"):
     mark(torch.while_loop, "while_loop")

@@ -1,0 +1,55 @@
+"""xcompile/_torch_compat.py: each private torch name it reads is where this torch keeps it.
+
+A failure names the symbol, so a torch that moves one again says what to mend."""
+import threading
+
+import torch
+import torch.fx
+
+from xcompile import _torch_compat as compat
+
+
+def test_torch_version_is_in_the_supported_range():
+    assert (2, 11) <= compat.TORCH_VERSION <= (2, 14), torch.__version__
+
+
+def test_autograd_function_apply_is_found_either_way():
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    if compat.AUTOGRAD_FUNCTION_APPLY is not None:
+        # torch <= 2.13: Function.apply is a classmethod over this Python function
+        assert Double.apply.__func__ is compat.AUTOGRAD_FUNCTION_APPLY, "torch.autograd.Function.apply.__func__"
+        assert compat.autograd_function_of_apply(Double.apply) is None
+    else:
+        # torch >= 2.14: C code bound to the class
+        assert compat.autograd_function_of_apply(Double.apply) is Double, "torch._C._FunctionBase.apply"
+    assert compat.autograd_function_of_apply(torch.sin) is None
+    assert compat.autograd_function_of_apply([].append) is None
+
+
+def test_is_fx_tracing_follows_symbolic_trace():
+    seen = []
+
+    def f(x):
+        seen.append(compat.is_fx_tracing())
+        return x + 1
+
+    assert not compat.is_fx_tracing(), "torch.fx._symbolic_trace tracing flag"
+    torch.fx.symbolic_trace(f)
+    assert seen == [True], "torch.fx._symbolic_trace tracing flag"
+    assert not compat.is_fx_tracing()
+
+
+def test_is_fx_tracing_in_another_thread_while_not_tracing():
+    out = []
+    t = threading.Thread(target=lambda: out.append(compat.is_fx_tracing()))
+    t.start()
+    t.join()
+    assert out == [False]
