@@ -99,6 +99,24 @@ def _deview(t: torch.Tensor) -> torch.Tensor:
         return t
     out = t.new_empty(0)
     out.set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
+    # (the conjugate and negative bits are the view's, not its storage's: ``fft.ifft`` of a real
+    # tensor returns a conjugate view of the full transform)
+    if t.is_conj():
+        torch._C._set_conj(out, True)
+    if t.is_neg():
+        torch._C._set_neg(out, True)
+    return out
+
+
+def _view_of(base: torch.Tensor, size: tuple, stride: tuple, offset: int, conj: bool,
+             neg: bool) -> torch.Tensor:
+    """The output view of ``base`` as traced, with the conjugate and negative bits it had
+    (as_strided keeps the base's: ``x.conj()`` of an input is rebuilt from x, then conjugated)."""
+    out = base.as_strided(size, stride, base.storage_offset() + offset)
+    if out.is_conj() != conj:
+        out = out.conj()
+    if out.is_neg() != neg:
+        out = out._neg_view()
     return out
 
 
@@ -261,7 +279,7 @@ class CompiledProgram:
                         and [o.index for o in schema.outputs] == list(range(len(kinds)))
                         and len(kinds) == n)
         self._out_plan = tuple((o.kind, o.index, o.size, o.stride, o.offset, o.base_stride, o.detach,
-                                o.no_grad) for o in schema.outputs)
+                                o.no_grad, o.conj, o.neg) for o in schema.outputs)
 
     def freeze_shapes(self, env) -> None:
         """Symbolic sizes (dynamic shapes): the frame's guards are installed once this returns,
@@ -340,7 +358,7 @@ class CompiledProgram:
             else:
                 target.copy_(new)
         result: list = []
-        for kind, idx, size, stride, offset, base_stride, detach, no_grad in self._out_plan:
+        for kind, idx, size, stride, offset, base_stride, detach, no_grad, conj, neg in self._out_plan:
             if kind is OutputKind.PLAIN:
                 result.append(fw_outs[idx])
             elif kind is OutputKind.INPUT_VIEW or kind is OutputKind.BASE_VIEW:
@@ -353,9 +371,9 @@ class CompiledProgram:
                     base = base.detach()
                 if no_grad:
                     with torch.no_grad():
-                        result.append(base.as_strided(size, stride, base.storage_offset() + offset))
+                        result.append(_view_of(base, size, stride, offset, conj, neg))
                 else:
-                    result.append(base.as_strided(size, stride, base.storage_offset() + offset))
+                    result.append(_view_of(base, size, stride, offset, conj, neg))
             elif kind is OutputKind.IS_INPUT:
                 result.append(primals[idx])
             else:

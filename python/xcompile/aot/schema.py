@@ -52,6 +52,9 @@ class OutputInfo:
     detach: bool = False       # INPUT_VIEW reached through detach(): shares the input's memory, no grad
     no_grad: bool = False      # a view made under no_grad (requires grad, no grad_fn): an INPUT_VIEW or
                                # BASE_VIEW is rebuilt under no_grad, a PLAIN one is a fresh leaf
+    conj: bool = False         # a view with the conjugate bit (``x.conj()``, ``fft.ifft`` of a real x):
+    neg: bool = False          # or the negative bit (``x.conj().imag``); as_strided of the base keeps
+                               # the base's bits, so a rebuilt view sets its own
 
     def describe(self) -> str:
         return f"{self.kind.value}[{self.index}]"
@@ -138,7 +141,7 @@ def _view_info(out: torch.Tensor, base: torch.Tensor, kind: OutputKind, index: i
     # (static fake tensors, no ShapeEnv: storage offsets are ints)
     return OutputInfo(kind, index, tuple(out.shape), tuple(out.stride()),
                       cast(int, out.storage_offset() - base.storage_offset()), base_stride=tuple(base.stride()),
-                      detach=detach)
+                      detach=detach, conj=out.is_conj(), neg=out.is_neg())
 
 
 def analyze(program, fake_primals: list, fake_mode) -> Schema:
@@ -296,8 +299,9 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
             infos[i] = info
             continue
         slot = input_storage.get(StorageWeakRef(o.untyped_storage()))
-        if slot is not None and not o.requires_grad:
+        if slot is not None and not o.requires_grad and o.dtype == fprimals[slot].dtype:
             # ``x.detach()`` (and views of it) is no autograd view of x, yet shares its memory
+            # (a view of another dtype, ``x.imag`` of a complex x, is returned plain as above)
             infos[i] = _view_info(o, fprimals[slot], OutputKind.INPUT_VIEW, slot, detach=True)
             continue
         root = base if base is not None else o
