@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import types
 from typing import Any
 
@@ -140,7 +141,21 @@ def is_torch_op(obj: Any) -> bool:
         mod = obj.__module__ or ""
         if is_function_transform_code(obj.__code__):
             return False
-        if mod.startswith(("torch.nn.modules", "torch.nn.utils", "torch.fx", "torch.utils")):
+        # (torch.testing: test helpers, inlined as torch.compile does; OpInfo's wrapper_set_seed
+        # seeds the global generator around its op, which in one graph node AOT's trace ran once)
+        if mod.startswith(("torch.nn.modules", "torch.nn.utils", "torch.fx", "torch.utils", "torch.testing")):
             return False
-        return mod == "torch" or mod.startswith("torch.")
+        return (mod == "torch" or mod.startswith("torch.")) and _fx_can_name(obj)
     return False
+
+
+def _fx_can_name(fn: types.FunctionType) -> bool:
+    """Whether FX's generated code can name ``fn``: it writes a torch function as
+    ``<module>.<__name__>`` (a lambda by the name its source line assigns), which a lambda or a
+    nested function does not resolve to unless the module holds it under that name (as
+    ``boolean_dispatch`` makes ``F.max_pool2d``). Others are inlined, not graph nodes."""
+    if fn.__name__ == "<lambda>":
+        return False
+    if "<locals>" not in fn.__qualname__:
+        return True
+    return getattr(sys.modules.get(fn.__module__ or ""), fn.__name__, None) is fn
