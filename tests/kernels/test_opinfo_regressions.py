@@ -3,8 +3,9 @@
 - ``fft.ifft`` / ``fft.ihfft`` of a real input that requires grad: the result is a view with
   the conjugate bit (eager conjugates the one-sided transform lazily); the AOT runtime rebuilt
   outputs (``_deview`` in the forward, ``as_strided`` of a base) without the bit.
-- ``nn.functional.rrelu``: OpInfo calls it through ``wrapper_set_seed`` (torch.testing), which
-  seeds the global generator around the op. As a function of a torch module it was one graph
+- ``nn.functional.rrelu``, ``fractional_max_pool3d``, ``multi_head_attention_forward`` (dropout):
+  OpInfo calls them through ``wrapper_set_seed`` (torch.testing), which seeds the global
+  generator around the op. As a function of a torch module it was one graph
   node: AOT's trace ran the seeding once, at compile time, and the graph drew from the caller's
   generator state; the eager backend's FX code named the lambda ``<module>.op``, which does not
   exist. torch.testing is inlined now (``manual_seed`` is a graph break, as under torch.compile),
@@ -85,22 +86,72 @@ def _seeded(op, *args, **kwargs):
 _seeded.__module__ = "torch.testing._internal.stand_in"
 
 
+def _mha(q, k, v, w, b, ow, ob, **kw):
+    return torch.nn.functional.multi_head_attention_forward(q, k, v, 4, 2, w, b, None, None, False, 0.5,
+                                                            ow, ob, **kw)
+
+
+# op, input shapes (the first is the op's input), kwargs: OpInfo's samples that differed
+SEEDED = {
+    "rrelu": (torch.nn.functional.rrelu, [(20,)], dict(lower=0.0, upper=1.0, training=True)),
+    "rrelu_eval": (torch.nn.functional.rrelu, [(20,)], dict(training=False)),
+    "fractional_max_pool3d": (lambda x, **kw: torch.nn.functional.fractional_max_pool3d(x, 2, **kw),
+                              [(2, 3, 5, 5, 5)], dict(output_size=(2, 3, 2), return_indices=True)),
+    "multi_head_attention_forward": (_mha, [(3, 2, 4), (5, 2, 4), (5, 2, 4), (12, 4), (12,), (4, 4), (4,)],
+                                     dict(training=True)),
+}
+
+
+def _tensors(out):
+    return [t for t in (out if isinstance(out, tuple) else (out,)) if isinstance(t, torch.Tensor)]
+
+
 @pytest.mark.parametrize("backend", ("eager",) + BACKENDS)
 @pytest.mark.parametrize("dtype", (torch.float32, torch.float64))
-@pytest.mark.parametrize("training", (True, False))
-def test_rrelu_seeded_by_a_torch_testing_wrapper(backend, dtype, training):
-    op = lambda x, **kw: _seeded(torch.nn.functional.rrelu, x, **kw)  # noqa: E731
+@pytest.mark.parametrize("name", sorted(SEEDED))
+def test_random_op_seeded_by_a_torch_testing_wrapper(backend, dtype, name):
+    fn, shapes, kw = SEEDED[name]
+    op = lambda *a, **k: _seeded(fn, *a, **k)  # noqa: E731
     op.__module__ = "torch.testing._internal.stand_in"
-    x = torch.randn(20, dtype=dtype, requires_grad=True)
-    kw = dict(lower=0.0, upper=1.0, training=training)
+    args = [torch.randn(s, dtype=dtype, requires_grad=True) for s in shapes]
     torch.manual_seed(0)
-    ref = op(x, **kw)
+    ref = _tensors(op(*args, **kw))
     torch.manual_seed(0)
-    out = xcompile.compile(lambda *a, **k: op(*a, **k), backend=backend)(x, **kw)
+    out = _tensors(xcompile.compile(lambda *a, **k: op(*a, **k), backend=backend)(*args, **kw))
+    assert len(out) == len(ref)
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r)
+    loss = lambda outs: sum((t * (i + 1)).sum() for i, t in enumerate(outs) if t.requires_grad)  # noqa: E731
+    g_ref = torch.autograd.grad(loss(ref), args, allow_unused=True)
+    g_out = torch.autograd.grad(loss(out), args, allow_unused=True)
+    for go, gr in zip(g_out, g_ref):
+        torch.testing.assert_close(go, gr)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", (torch.float32, torch.float64))
+@pytest.mark.parametrize("name", sorted(SEEDED))
+def test_random_op_called_directly(backend, dtype, name):
+    """The ops themselves (seeded by the caller): the graph draws what eager draws."""
+    fn, shapes, kw = SEEDED[name]
+    args = [torch.randn(s, dtype=dtype, requires_grad=True) for s in shapes]
+    torch.manual_seed(0)
+    ref = _tensors(fn(*args, **kw))
+    torch.manual_seed(0)
+    out = _tensors(xcompile.compile(fn, backend=backend)(*args, **kw))
+    for o, r in zip(out, ref):
+        torch.testing.assert_close(o, r)
+
+
+def test_fractional_max_pool3d_given_samples():
+    x = torch.randn(2, 3, 7, 6, 7, dtype=torch.float64, requires_grad=True)
+    samples = torch.rand(2, 3, 3, dtype=torch.float64)
+    f = lambda x: torch.nn.functional.fractional_max_pool3d(  # noqa: E731
+        x, (2, 3, 2), output_size=(2, 3, 2), return_indices=True, _random_samples=samples)
+    ref = f(x)
+    out = xcompile.compile(f, backend="inductor")(x)
     torch.testing.assert_close(out, ref, rtol=0, atol=0)
-    g_ref, = torch.autograd.grad(ref.sum(), x)
-    g_out, = torch.autograd.grad(out.sum(), x)
-    torch.testing.assert_close(g_out, g_ref, rtol=0, atol=0)
+    torch.testing.assert_close(torch.autograd.grad(out[0].sum(), x), torch.autograd.grad(ref[0].sum(), x))
 
 
 @pytest.mark.parametrize("backend", ("eager",) + BACKENDS)
