@@ -420,6 +420,9 @@ def _tensor_numpy(tx: "Tracer", t: TensorValue, args: list, kwargs: dict) -> Val
     ok, force_value = hub.as_constant(tx.resolve(force))
     if not ok:
         raise Unsupported("Tensor.numpy(force=<not a constant>)")
+    if not force_value and t.fake.requires_grad:
+        # eager raises "Can't call numpy() on Tensor that requires grad": the break lets it
+        raise Unsupported("Tensor.numpy() on a tensor that requires grad", "Eager runs it (and raises).")
     if force_value:
         d = tx.gb.call("call_method", "detach", [t], {})
         r = tx.gb.call("call_method", "cpu", [d], {})

@@ -533,10 +533,27 @@ def _full_like(L, node, x, value, **kw):
     return _fill(L, node, value)
 
 
-@register(aten.zeros.default, aten.zeros_like.default, aten.empty.memory_format, aten.empty_like.default,
-          aten.new_zeros.default, aten.new_empty.default, aten.empty_strided.default)
+@register(aten.zeros.default, aten.zeros_like.default, aten.new_zeros.default)
 def _zeros(L, node, *args, **kw):
     return _fill(L, node, 0)
+
+
+@register(aten.empty.memory_format, aten.empty_like.default, aten.new_empty.default, aten.empty_strided.default)
+def _empty(L, node, *args, **kw):
+    # eager fills new memory under torch.use_deterministic_algorithms(True) with
+    # torch.utils.deterministic.fill_uninitialized_memory (the global-state guard and the warm
+    # cache key hold both flags): NaN for floats, the largest value for integers, True for bools
+    return _fill(L, node, _uninitialized_value(out_meta(node).dtype))
+
+
+def _uninitialized_value(dtype: torch.dtype) -> float | int | bool:
+    if not (torch.are_deterministic_algorithms_enabled() and torch.utils.deterministic.fill_uninitialized_memory):
+        return 0
+    if dtype.is_floating_point or dtype.is_complex:
+        return math.nan
+    if dtype == torch.bool:
+        return True
+    return torch.iinfo(dtype).max
 
 
 @register(aten.ones.default, aten.ones_like.default, aten.new_ones.default)

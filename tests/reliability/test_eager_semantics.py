@@ -1,0 +1,44 @@
+"""Issue #31 sections 3 and 4: places where a compiled call answered otherwise than eager (a mode
+active at call time, int overflow, resize_ of an input, NumPy scalars, numpy() on a tensor that
+requires grad, deterministic empty). Each test failed before its fix."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import xcompile
+
+BACKENDS = ["eager", "aot_eager", "inductor"]
+
+
+@pytest.fixture
+def deterministic_fill():
+    det, fill = torch.are_deterministic_algorithms_enabled(), torch.utils.deterministic.fill_uninitialized_memory
+    torch.use_deterministic_algorithms(True)
+    torch.utils.deterministic.fill_uninitialized_memory = True
+    yield
+    torch.use_deterministic_algorithms(det)
+    torch.utils.deterministic.fill_uninitialized_memory = fill
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_deterministic_empty_is_filled(backend, deterministic_fill):
+    def f(x):
+        return (torch.empty(3) + x, torch.empty(3, dtype=torch.int32), torch.empty_like(x, dtype=torch.bool),
+                x.new_empty(2))
+
+    x = torch.zeros(3)
+    a, b, c, d = xcompile.compile(f, backend=backend)(x)
+    assert a.isnan().all() and d.isnan().all()
+    assert (b == torch.iinfo(torch.int32).max).all() and c.all()
+
+
+def test_numpy_of_tensor_requiring_grad_raises():
+    def f(x):
+        return x.numpy()
+
+    x = torch.randn(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
+        xcompile.compile(f, backend="eager")(x)
+    np.testing.assert_array_equal(xcompile.compile(f, backend="eager")(x.detach()), x.detach().numpy())
