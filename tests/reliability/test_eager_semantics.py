@@ -42,3 +42,18 @@ def test_numpy_of_tensor_requiring_grad_raises():
     with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
         xcompile.compile(f, backend="eager")(x)
     np.testing.assert_array_equal(xcompile.compile(f, backend="eager")(x.detach()), x.detach().numpy())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_resize_of_an_input(backend):
+    def f(x, n):
+        y = x * 2
+        x.resize_(n)
+        torch.Tensor.resize_(y, 2, 3)
+        return x[:3] + 1, y.shape
+
+    for n in (6, 2, 9):
+        x, xe = torch.arange(4.0), torch.arange(4.0)
+        got, want = xcompile.compile(f, backend=backend)(x, n), f(xe, n)
+        assert x.shape == xe.shape == (n,) and got[1] == want[1]
+        torch.testing.assert_close(got[0][: min(n, 3)], want[0][: min(n, 3)])

@@ -63,6 +63,9 @@ FORBIDDEN: dict[Any, str] = {
     torch.save: "torch.save does I/O",
     torch.load: "torch.load does I/O",
     torch._C._set_grad_enabled: "direct calls to torch._C._set_grad_enabled",
+    torch.Tensor.resize_: "Tensor.resize_ changes a tensor's storage",
+    torch.Tensor.resize_as_: "Tensor.resize_as_ changes a tensor's storage",
+    torch.resize_as_: "torch.resize_as_ changes a tensor's storage",
 }
 # Function transforms change interpreter-global state (the functorch layer stack) when called,
 # so they are never called at trace time: each is a graph break and runs eagerly.
@@ -87,6 +90,10 @@ TENSOR_METHODS_FORBIDDEN = {
     "register_hook": "Tensor.register_hook() inside a compiled region",
     "untyped_storage": "Tensor storages cannot be traced",
     "storage": "Tensor storages cannot be traced",
+    # an input's storage cannot grow inside a functional graph (AOT raised "setStorage ... out of
+    # bounds"): eager runs it, as for every tensor (one rule, right everywhere)
+    "resize_": "Tensor.resize_ changes a tensor's storage",
+    "resize_as_": "Tensor.resize_as_ changes a tensor's storage",
 }
 
 _CAPTURE_HINT = ("Set xcompile.config.capture_scalar_outputs = True to capture it in the graph, "
