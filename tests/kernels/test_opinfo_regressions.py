@@ -2,7 +2,9 @@
 
 - ``fft.ifft`` / ``fft.ihfft`` of a real input that requires grad: the result is a view with
   the conjugate bit (eager conjugates the one-sided transform lazily); the AOT runtime rebuilt
-  outputs (``_deview`` in the forward, ``as_strided`` of a base) without the bit.
+  outputs (``_deview`` in the forward, ``as_strided`` of a base) without the bit. Found beside
+  it: an input with the negative bit (``c.conj().imag``) reached the generated kernels, which
+  read its memory unnegated; such calls (the guards keep them apart) run the graph eagerly.
 - ``nn.functional.rrelu``, ``fractional_max_pool3d``, ``multi_head_attention_forward`` (dropout):
   OpInfo calls them through ``wrapper_set_seed`` (torch.testing), which seeds the global
   generator around the op. As a function of a torch module it was one graph
@@ -71,6 +73,22 @@ def test_views_keep_conjugate_and_negative_bits(backend, requires_grad, name):
     f = CONJ_NEG_VIEWS[name]
     x = torch.randn(4, dtype=torch.complex64, requires_grad=requires_grad)
     _same(f(x), xcompile.compile(f, backend=backend)(x))
+
+
+@pytest.mark.parametrize("requires_grad", (False, True))
+def test_negated_view_input_to_kernels(requires_grad):
+    c = torch.randn(6, dtype=torch.complex64, requires_grad=requires_grad)
+    f = lambda x: x * 2 + 1  # noqa: E731
+    cf = xcompile.compile(f, backend="inductor")
+    plain = c.detach().imag.clone().requires_grad_(requires_grad)
+    torch.testing.assert_close(cf(plain), f(plain))
+    x = c.conj().imag                                 # a view with the negative bit
+    assert x.is_neg()
+    with pytest.warns(RuntimeWarning, match="negative or conjugate bit"):
+        out = cf(x)
+    torch.testing.assert_close(out, f(x), rtol=0, atol=0)
+    if requires_grad:
+        torch.testing.assert_close(torch.autograd.grad(out.sum(), c), torch.autograd.grad(f(x).sum(), c))
 
 
 def _seeded(op, *args, **kwargs):

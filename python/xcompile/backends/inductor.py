@@ -59,6 +59,10 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     if runner is not None:
         _no_replay("the graph reads tensor values on the host (captured scalars)")
         return runner
+    if any(isinstance(t, torch.Tensor) and (t.is_neg() or t.is_conj()) for t in example_inputs):
+        # (``c.conj().imag`` is a lazily negated view: ATen ops resolve the bit, a kernel would read
+        # the raw memory; the frame's guards check the bits, so only such calls get here)
+        return _eager(gm, "an input has the negative or conjugate bit (a lazily negated or conjugated view)")
     dynamic = symbolic_inputs(gm)
     if dynamic:        # symbolic sizes: kernels taking the sizes, else one static compile per size
         _no_replay("dynamic shapes (the sizes are symbolic)")
