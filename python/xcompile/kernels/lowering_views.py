@@ -17,7 +17,7 @@ aten = torch.ops.aten
 
 # -- views ----------------------------------------------------------------------------------------------------
 
-@register(aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.view_copy.default)
+@register(aten.view.default, aten.reshape.default, aten._unsafe_view.default)
 def _view(L, node, x, size):
     out = vshape(out_meta(node))
     if out == tuple(x.size):
@@ -25,7 +25,7 @@ def _view(L, node, x, size):
     return view_tv(L, x, out, lambda ops, idx: x.loader(ops, reshape_index(x.size, out, idx)))
 
 
-@register(aten.permute.default, aten.permute_copy.default)
+@register(aten.permute.default)
 def _permute(L, node, x, dims):
     dims = [d % max(x.ndim, 1) for d in dims]
     out = tuple(x.size[d] for d in dims)
@@ -52,7 +52,7 @@ def _transpose(L, node, x, d0, d1):
     return _permute(L, node, x, dims)
 
 
-@register(aten.expand.default, aten.expand_copy.default)
+@register(aten.expand.default)
 def _expand(L, node, x, size, implicit=False):
     out = vshape(out_meta(node))
     pad = len(out) - x.ndim
@@ -60,6 +60,31 @@ def _expand(L, node, x, size, implicit=False):
     def loader(ops, idx):
         return x.loader(ops, [sympy.Integer(0) if s == 1 else idx[pad + i] for i, s in enumerate(x.size)])
     return view_tv(L, x, out, loader)
+
+
+# -- copies of views --------------------------------------------------------------------------------------------
+# ``*_copy`` ops read like their view but return a new tensor (contiguous, its own storage). The
+# view rows keep a strided TensorRef into the base taken from the node's meta; the copy's meta
+# is contiguous, so that ref read the base with the copy's strides (permute_copy: wrong values;
+# expand_copy: past the base's storage) and aliased it. A copy keeps only the loader.
+
+def _fresh(tv: TV) -> TV:
+    return TV(tv.dtype, tv.size, tv.loader)
+
+
+@register(aten.view_copy.default)
+def _view_copy(L, node, x, size):
+    return _fresh(_view(L, node, x, size))
+
+
+@register(aten.permute_copy.default)
+def _permute_copy(L, node, x, dims):
+    return _fresh(_permute(L, node, x, dims))
+
+
+@register(aten.expand_copy.default)
+def _expand_copy(L, node, x, size, implicit=False):
+    return _fresh(_expand(L, node, x, size, implicit))
 
 
 @register(aten.unsqueeze.default)
