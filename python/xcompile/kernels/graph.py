@@ -286,6 +286,8 @@ class GraphLowering:
                 meta = node.meta.get("val")
                 if isinstance(meta, torch.Tensor) and isinstance(v, torch.Tensor) and self._symbolic(meta):
                     v = meta                          # symbolic sizes: the graph's fake input
+                if isinstance(v, torch.Tensor) and (v.is_neg() or v.is_conj()):
+                    raise LoweringError("an input is a lazily negated or conjugated view")
                 if isinstance(v, torch.Tensor):
                     name = f"arg{len(inputs)}"
                     self._note_device(v.device)
@@ -327,6 +329,11 @@ class GraphLowering:
                     mutations.append((placeholder_pos[args[0].ref.name], self.realize(src)))
                     self.env[node] = src
                     continue
+                if any(isinstance(v, torch.Tensor) and (v.is_neg() or v.is_conj())
+                       for v in pytree.tree_leaves(node.meta.get("val"))):
+                    # (``_neg_view``, ``_conj``: the value is its memory negated or conjugated
+                    # lazily; a kernel reading the buffer would read it unresolved)
+                    raise LoweringError(f"{node.target} makes a lazily negated or conjugated view")
                 self.env[node] = self.lower_call(node, args, kwargs)
                 if node in out_vals:
                     self._early_eager_layout(node, out_vals[node])
