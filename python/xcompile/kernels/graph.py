@@ -329,11 +329,14 @@ class GraphLowering:
                     mutations.append((placeholder_pos[args[0].ref.name], self.realize(src)))
                     self.env[node] = src
                     continue
-                if any(isinstance(v, torch.Tensor) and (v.is_neg() or v.is_conj())
-                       for v in pytree.tree_leaves(node.meta.get("val"))):
+                if any(u.op != "output" for u in node.users) and \
+                        any(isinstance(v, torch.Tensor) and (v.is_neg() or v.is_conj())
+                            for v in pytree.tree_leaves(node.meta.get("val"))):
                     # (``_neg_view``, ``_conj``: the value is its memory negated or conjugated
-                    # lazily; a kernel reading the buffer would read it unresolved)
-                    raise LoweringError(f"{node.target} makes a lazily negated or conjugated view")
+                    # lazily; a kernel reading the buffer would read it unresolved. Returned as
+                    # it is, the extern's tensor keeps its bit: ``fft.ifft`` of a real input)
+                    raise LoweringError(f"{node.target} makes a lazily negated or conjugated view "
+                                        "that the graph reads on")
                 self.env[node] = self.lower_call(node, args, kwargs)
                 if node in out_vals:
                     self._early_eager_layout(node, out_vals[node])
