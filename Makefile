@@ -10,6 +10,8 @@ RUFF_VERSION ?= 0.17.6
 MYPY_VERSION ?= 2.4.1
 CLANG_FORMAT_VERSION ?= 21.1.0
 DIFFUSERS_VERSION ?= 0.42.1
+# torch.testing._internal (OpInfo's op_db, tests/opinfo) imports it
+EXPECTTEST_VERSION ?= 0.3.0
 BUILD_STAMP := build/.installed
 
 .PHONY: setup deps build test demo bench fuzz clean wheel check-wheel lint
@@ -20,6 +22,7 @@ deps:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(PIP_FLAGS) torch==$(TORCH_VERSION)
 	@$(PYTHON) -c "import pybind11, scikit_build_core, ninja, pytest, networkx, triton" 2>/dev/null || \
 	  $(PIP) install $(PIP_FLAGS) pybind11 scikit-build-core ninja pytest networkx triton
+	@$(PYTHON) -c "import expecttest" 2>/dev/null || $(PIP) install $(PIP_FLAGS) expecttest==$(EXPECTTEST_VERSION)
 	@$(PYTHON) -c "import transformers, diffusers" 2>/dev/null || \
 	  $(PIP) install $(PIP_FLAGS) transformers==$(TRANSFORMERS_VERSION) diffusers==$(DIFFUSERS_VERSION)
 
