@@ -209,7 +209,11 @@ def _set_method(tx, s: SetValue, name: str, args, kwargs) -> Value:
     elif name == "pop":
         if not s.items:
             raise PythonError.of(KeyError("pop from an empty set"))
-        return items_of(tx, s)[0] if all(as_constant(x)[0] for x in s.items) else s.items.pop(0)
+        if not all(as_constant(x)[0] for x in s.items):
+            return s.items.pop(0)
+        first = items_of(tx, s)[0]                      # Python's own set order
+        s.items[:] = [x for x in s.items if not hub.set_member([first], x)]
+        return first
     elif name in _SET_OPS:
         r = s
         for a in args:

@@ -14,10 +14,11 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
 from . import hub
 from .exc import Unsupported
-from .values import ConstantValue, ModuleValue, TensorValue, Value
+from .values import ConstantValue, ListValue, ModuleValue, TensorValue, TupleValue, Value
 
 
 class ValueKey:
@@ -50,9 +51,39 @@ def identity_key(v: Value) -> ValueKey | None:
     return None
 
 
+def _syms(v: Value) -> list[Any]:
+    """The symbolic numbers in ``v`` (itself, or the items of a tuple or list, nested): the
+    ``scalars.SymScalarValue`` values."""
+    if isinstance(v, hub.SymScalarValue):
+        return [v]
+    if isinstance(v, (TupleValue, ListValue)):
+        return [s for x in v.items for s in _syms(x)]
+    return []
+
+
+def has_syms(v: Value) -> bool:
+    return bool(_syms(v))
+
+
+def hash_key(v: Value) -> tuple[bool, Any]:
+    """(True, the constant ``v`` hashes and compares as) for a set member, a dict key or an ``in``
+    test, else (False, None). A symbolic size (or a number computed from sizes, or a tuple holding
+    one) is specialized to its value now, with a guard that keeps it, as torch.compile does: two
+    equal numbers are one member, never told apart by identity. A captured scalar
+    (``Tensor.item()``) has no value at trace time: a graph break."""
+    syms = _syms(v)
+    if not syms:
+        return hub.as_constant(v)
+    if any(free_unbacked_symbols(s.sym) for s in syms):
+        raise Unsupported(f"hashing or comparing {v.describe()} (a set member, dict key or `in` test) needs the "
+                          "value of a captured scalar (Tensor.item()) at trace time",
+                          "Compute with it using tensor ops, or accept the graph break here.")
+    return hub.as_constant(v, specialize=True)
+
+
 def dict_key(v: Value, what: str = "dict key") -> Any:
     """The ``DictValue.items`` key for ``v``: a constant, or a ``ValueKey``."""
-    ok, k = hub.as_constant(v, specialize=True)
+    ok, k = hash_key(v) if has_syms(v) else hub.as_constant(v, specialize=True)
     if ok:
         return k
     key = identity_key(v)
@@ -64,7 +95,7 @@ def dict_key(v: Value, what: str = "dict key") -> Any:
 
 def maybe_dict_key(v: Value) -> tuple[bool, Any]:
     """(True, key) when ``v`` can be a key (see ``dict_key``), else (False, None)."""
-    ok, k = hub.as_constant(v)
+    ok, k = hash_key(v)
     if ok:
         return True, k
     key = identity_key(v)
@@ -80,4 +111,5 @@ def has_value_keys(items: dict) -> bool:
     return any(isinstance(k, ValueKey) for k in items)
 
 
-__all__ = ["ValueKey", "dict_key", "has_value_keys", "identity_key", "key_value", "maybe_dict_key"]
+__all__ = ["ValueKey", "dict_key", "has_syms", "has_value_keys", "hash_key", "identity_key", "key_value",
+           "maybe_dict_key"]

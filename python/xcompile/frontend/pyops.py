@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import torch
 
 from . import hub, scalars
-from .dict_keys import dict_key, maybe_dict_key
+from .dict_keys import dict_key, has_syms, hash_key, maybe_dict_key
 from .exc import PythonError, Unsupported
 from .iteration import items_of, row_of
 from .scalars import is_sym
@@ -347,10 +347,11 @@ def _null_truth(tx: "Tracer", v: NullValue) -> bool:
 
 
 def set_member(items: list[Value], item: Value) -> bool:
-    """Set membership: constants by value, everything else by identity (tensors never by value)."""
-    ok, k = as_constant(item)
+    """Set membership: constants by value (a symbolic size is specialized: ``hash_key``),
+    everything else by identity (tensors never by value)."""
+    ok, k = hash_key(item)
     for x in items:
-        okx, cx = as_constant(x)
+        okx, cx = hash_key(x)
         if ok and okx:
             if cx == k:
                 return True
@@ -361,7 +362,8 @@ def set_member(items: list[Value], item: Value) -> bool:
 
 def set_add(s: SetValue, item: Value) -> None:
     if not set_member(s.items, item):
-        s.items.append(item)
+        # a symbolic size was specialized by the test: the member is its number (iterable, poppable)
+        s.items.append(ConstantValue(hash_key(item)[1]) if has_syms(item) else item)
 
 
 def contains(tx: "Tracer", item: Value, container: Value) -> bool:
@@ -385,20 +387,27 @@ def contains(tx: "Tracer", item: Value, container: Value) -> bool:
         if ok:
             return k in container.module
     items = items_of(tx, container)
-    ok, k = as_constant(item)
+    ok, k = hash_key(item)
     for x in items:
-        okx, cx = as_constant(x)
+        okx, cx = hash_key(x)
         if ok and okx:
             if cx == k:
                 return True
         elif isinstance(x, TensorValue) or isinstance(item, TensorValue):
-            if x is item:
+            if x is item or (isinstance(x, TensorValue) and isinstance(item, TensorValue) and x.node is item.node):
                 return True
-            if isinstance(x, TensorValue) and isinstance(item, TensorValue):
-                raise Unsupported("`in` test between tensors (compares values)", _DATA_DEPENDENT_HINT)
+            if _compares_by_value(x) and _compares_by_value(item):
+                raise Unsupported("`in` test between a tensor and a tensor or number (compares values)",
+                                  _DATA_DEPENDENT_HINT)
         elif _same_object(x, item):
             return True
     return False
+
+
+def _compares_by_value(v: Value) -> bool:
+    """Does ``tensor == v`` (or ``v == tensor``) give a tensor whose truth is data-dependent?"""
+    return isinstance(v, TensorValue) or is_sym(v) or \
+        (isinstance(v, ConstantValue) and type(v.value) in (bool, int, float, complex))
 
 
 def getitem(tx: "Tracer", container: Value, key: Value) -> Value:
