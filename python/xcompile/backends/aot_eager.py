@@ -14,12 +14,12 @@ from torch._subclasses.fake_tensor import DataDependentOutputException, DynamicO
 from .. import log
 from ..aot.api import aot_compile
 from .dynamic_kernels import aot_dynamic
-from .eager import scalar_graph
+from .eager import scalar_graph, unstrided_graph
 from .per_size import PerSize, symbolic_inputs
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str = "min_cut"):
-    runner = scalar_graph(gm, "aot_eager")            # captured scalars: the graph runs as it is
+    runner = scalar_graph(gm, "aot_eager") or unstrided_graph(gm, "aot_eager")  # captured scalars, sparse: as is
     if runner is not None:
         return runner
     dynamic = symbolic_inputs(gm)

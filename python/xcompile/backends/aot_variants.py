@@ -23,7 +23,7 @@ from ..aot.api import aot_compile, run_as_is
 from ..kernels import cudagraphs as cudagraph_replay
 from ..kernels.decompose import DECOMPOSITIONS
 from .aot_eager import aot_eager
-from .eager import scalar_graph
+from .eager import scalar_graph, unstrided_graph
 from .per_size import PerSize, symbolic_inputs
 
 
@@ -32,7 +32,7 @@ def aot_eager_default_partitioner(gm: torch.fx.GraphModule, example_inputs: list
 
 
 def aot_eager_decomp_partition(gm: torch.fx.GraphModule, example_inputs: list):
-    runner = scalar_graph(gm, "aot_eager_decomp_partition")
+    runner = scalar_graph(gm, "aot_eager_decomp_partition") or unstrided_graph(gm, "aot_eager_decomp_partition")
     if runner is not None:
         return runner
     dynamic = symbolic_inputs(gm)
@@ -51,7 +51,8 @@ def aot_eager_decomp_partition(gm: torch.fx.GraphModule, example_inputs: list):
 def cudagraphs(gm: torch.fx.GraphModule, example_inputs: list):
     """aot_eager's forward/backward graphs, each replayed as a CUDA graph (kernels/cudagraphs.py;
     CPU graphs run without replay, as torch's backend skips them, unless config.cudagraph_stand_in)."""
-    if scalar_graph(gm, "cudagraphs") is not None or symbolic_inputs(gm):
+    if scalar_graph(gm, "cudagraphs") is not None or unstrided_graph(gm, "cudagraphs") is not None \
+            or symbolic_inputs(gm):
         log.log("cudagraphs", "graph runs without replay: %s", "captured scalars" if not symbolic_inputs(gm)
                 else "dynamic shapes (the sizes are symbolic)")
         return aot_eager(gm, example_inputs)

@@ -7,11 +7,16 @@ arithmetic on it as graph ops) and tensors sized by them or by data-dependent op
 AOT/ATen tracers and the kernel generator work on sizes known from the inputs only, so such a
 graph runs as it is (autograd records it as eager does, so gradients are eager's). Logged
 under ``XCOMPILE_LOGS=fallbacks``; no warning, since it is an expected outcome of the knob.
+
+``unstrided_graph(gm, backend)``: the same path for graphs holding sparse (or otherwise unstrided)
+tensors, which AOT's functional trace and the kernel generator do not take (they read strides:
+a CSR tensor raises on ``stride()``); torch.compile's AOT backends do not take them either.
 """
 from __future__ import annotations
 
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+from torch.utils._pytree import tree_flatten
 
 from .. import log
 
@@ -48,5 +53,19 @@ def scalar_graph(gm: torch.fx.GraphModule, backend: str):
         return None
     log.log("fallbacks", "whole graph eager (%s): %d captured scalar / data-dependent op(s) (%s)", backend,
             len(nodes),
+            ", ".join(n.name for n in nodes[:8]))
+    return gm.forward
+
+
+def _unstrided(v) -> bool:
+    return any(isinstance(t, torch.Tensor) and t.layout != torch.strided for t in tree_flatten(v)[0])
+
+
+def unstrided_graph(gm: torch.fx.GraphModule, backend: str):
+    """The graph's runner if a value in it is a sparse (unstrided) tensor (see the module doc), else None."""
+    nodes = [n for n in gm.graph.nodes if _unstrided(n.meta.get("example_value"))]
+    if not nodes:
+        return None
+    log.log("fallbacks", "whole graph eager (%s): %d sparse (unstrided) tensor(s) (%s)", backend, len(nodes),
             ", ".join(n.name for n in nodes[:8]))
     return gm.forward

@@ -35,7 +35,7 @@ from ..kernels import cudagraphs
 from ..kernels.compile import compile_aten_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
 from .dynamic_kernels import compile_dynamic
-from .eager import scalar_graph
+from .eager import scalar_graph, unstrided_graph
 from .per_size import PerSize, symbolic_inputs
 
 
@@ -58,6 +58,10 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     runner = scalar_graph(gm, "inductor")             # captured scalars (Tensor.item()): run as is
     if runner is not None:
         _no_replay("the graph reads tensor values on the host (captured scalars)")
+        return runner
+    runner = unstrided_graph(gm, "inductor")          # sparse tensors: run as is
+    if runner is not None:
+        _no_replay("the graph holds sparse (unstrided) tensors")
         return runner
     if any(isinstance(t, torch.Tensor) and (t.is_neg() or t.is_conj()) for t in example_inputs):
         # (``c.conj().imag`` is a lazily negated view: ATen ops resolve the bit, a kernel would read

@@ -141,8 +141,8 @@ class ShapePolicy:
     def _decide(self, t: torch.Tensor, name: str) -> StatelessSymbolicContext | None:
         sizes = tuple(t.shape)
         before = shape_state.seen(self.code, name)
-        if self.dynamic is False:
-            return None
+        if self.dynamic is False or t.layout != torch.strided:
+            return None                     # (a sparse tensor's sizes stay static: its fake has no strides)
         marked = shape_state.marks(t, shape_state.DYNAMIC_DIMS)
         maybe = shape_state.marks(t, shape_state.MAYBE_DYNAMIC_DIMS)
         static = shape_state.marks(t, shape_state.STATIC_DIMS)

@@ -4,6 +4,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import torch
+
 from .sources import Source
 
 # The closed set of guard kinds.  Each lowers to one C++ leaf (guards/lower.py).
@@ -33,8 +35,10 @@ class Guard:
     def __str__(self) -> str:
         v = self.value
         if self.kind == TENSOR_MATCH:
+            # (a sparse or otherwise unstrided tensor has no strides to show: CSR raises on stride())
+            layout = f"stride={list(v.stride())}" if v.layout == torch.strided else f"layout={v.layout}"
             detail = (f"{type(v).__name__}, dtype={v.dtype}, device={v.device}, size={list(v.shape)}, "
-                      f"stride={list(v.stride())}, requires_grad={v.requires_grad}")
+                      f"{layout}, requires_grad={v.requires_grad}")
         elif self.kind in (TYPE_MATCH,):
             detail = getattr(v, "__qualname__", repr(v))
         elif self.kind in (ID_MATCH, MODULE_TREE, DICT_UNCHANGED):
