@@ -290,7 +290,8 @@ class EffectPlan:
 
 
 def _make_namedtuple(cls, parts):
-    return cls(parts) if hasattr(cls, "n_sequence_fields") else cls(*parts)
+    """A namedtuple takes its fields as arguments; a structseq and ``torch.Size`` one tuple."""
+    return cls(*parts) if hasattr(cls, "_fields") else cls(parts)
 
 
 def wrap_compiled(compiled: Callable, plan: EffectPlan, n_tensors: int, guard=None) -> Callable:

@@ -4,6 +4,7 @@ backend. Each test failed before its fix."""
 from __future__ import annotations
 
 import collections
+import dataclasses
 
 import pytest
 import torch
@@ -87,3 +88,35 @@ def test_captured_scalar_in_a_set_is_not_told_apart_by_identity():
             x = torch.full((3,), v / 3)
             x[0] = v - 2 * (v / 3)
             assert c(x)[1] == f(x)[1]
+
+
+# -- 2. a torch.Size with symbolic sizes rebuilt beside an object made in the frame -----------------------------
+@dataclasses.dataclass
+class Box:
+    t: torch.Tensor
+    k: int
+
+
+def box_and_shape(x):
+    return Box(x + 1, 0), (x * 2).shape
+
+
+def box_and_sizes(x):
+    return Box(x + 1, x.shape[0]), x.shape, x[0].shape
+
+
+def size_ops(x):
+    s = x.shape
+    return Box(x, 1), (s[1:], s + (1,), (1,) + s, s * 2, s + s, s[:1] + s[1:], tuple(s), s[::-1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn", [box_and_shape, box_and_sizes, size_ops], ids=lambda f: f.__name__)
+def test_size_rebuilt_with_objects_made_in_the_frame(fn, backend):
+    c = xcompile.compile(fn, backend=backend)
+    for shape in ((5, 3), (5, 3), (3, 4), (2, 6)):
+        x = torch.randn(shape)
+        got, want = c(x), fn(x)
+        torch.testing.assert_close(got[0].t, want[0].t)
+        assert got[0].k == want[0].k
+        assert repr(got[1:]) == repr(want[1:])          # torch.Size stays torch.Size

@@ -182,8 +182,20 @@ def _concat_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None
     if isinstance(a, ListValue) and isinstance(b, ListValue):
         return ListValue(ia + ib)
     if not isinstance(a, ListValue) and not isinstance(b, ListValue):
-        return TupleValue(ia + ib)
+        size = _is_size(a) or (_is_size(b) and _seq_type(a) is tuple)   # Size.__radd__ answers first
+        return TupleValue(ia + ib, cls=torch.Size) if size else TupleValue(ia + ib)
     return None
+
+
+def _seq_type(v: Value) -> type | None:
+    if isinstance(v, TupleValue):
+        return v.cls
+    return type(v.value) if isinstance(v, ConstantValue) else None
+
+
+def _is_size(v: Value) -> bool:
+    """A ``torch.Size`` (with symbolic sizes, a TupleValue): its slices, sums and repeats are Sizes."""
+    return _seq_type(v) is torch.Size
 
 
 def _repeat_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
@@ -192,7 +204,9 @@ def _repeat_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None
     seq, n = (a, b) if isinstance(b, ConstantValue) else (b, a)
     items = _seq_items(seq)
     if items is not None and isinstance(n, ConstantValue) and isinstance(n.value, int):
-        return ListValue(items * n.value) if isinstance(seq, ListValue) else TupleValue(items * n.value)
+        if isinstance(seq, ListValue):
+            return ListValue(items * n.value)
+        return TupleValue(items * n.value, cls=torch.Size) if _is_size(seq) else TupleValue(items * n.value)
     return None
 
 
@@ -441,7 +455,9 @@ def _sequence_getitem(tx: "Tracer", container, key: Value, subclass: Value) -> V
     except (IndexError, TypeError) as e:
         raise PythonError.of(e) from e
     if isinstance(k, slice):
-        return ListValue(list(picked)) if isinstance(container, ListValue) else TupleValue(list(picked))
+        if isinstance(container, ListValue):
+            return ListValue(list(picked))
+        return TupleValue(list(picked), cls=torch.Size) if _is_size(container) else TupleValue(list(picked))
     return tx.resolve(picked)
 
 
