@@ -7,6 +7,7 @@
 #include <c10/core/GradMode.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <pybind11/pybind11.h>
 #include <torch/csrc/PyInterpreter.h>
 #include <torch/csrc/autograd/python_variable.h>
@@ -112,12 +113,16 @@ struct GlobalStateValues {
   at::ScalarType default_dtype = at::kFloat;
   bool deterministic = false;
   bool deterministic_fill = false;
+  // TorchDispatchModes see every ATen op: a frame met under one runs eagerly (convert_frame), so
+  // a graph traced without one must not run under one (issue #31). One length read per call.
+  int64_t dispatch_modes = 0;
 
   static GlobalStateValues now() {
     GlobalStateValues s;
     s.default_dtype = c10::typeMetaToScalarType(c10::get_default_dtype());
     s.deterministic = at::globalContext().deterministicAlgorithms();
     s.deterministic_fill = at::globalContext().deterministicFillUninitializedMemory();
+    s.dispatch_modes = c10::impl::TorchDispatchModeTLS::stack_len();
     s.grad = c10::GradMode::is_enabled();
     s.inference = c10::InferenceMode::is_enabled();
     s.autocast_cpu = at::autocast::is_autocast_enabled(at::kCPU);
@@ -128,7 +133,8 @@ struct GlobalStateValues {
   }
   // Same as `now() == *this`, reading only what it has to.
   bool matches_now() const {
-    if (c10::GradMode::is_enabled() != grad || c10::InferenceMode::is_enabled() != inference) {
+    if (c10::GradMode::is_enabled() != grad || c10::InferenceMode::is_enabled() != inference ||
+        c10::impl::TorchDispatchModeTLS::stack_len() != dispatch_modes) {
       return false;
     }
     if (c10::typeMetaToScalarType(c10::get_default_dtype()) != default_dtype ||

@@ -16,6 +16,7 @@ from typing import NamedTuple
 
 import torch
 from torch.utils._device import DeviceContext
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 from . import _C, config, log, numpy_io, stance
 from ._torch_compat import is_fx_tracing
@@ -128,6 +129,10 @@ class ConvertFrame:
             return None       # a user TorchFunctionMode is active: this call runs eagerly (its
             # __torch_function__ sees every op); the guards check the mode stack, so entries
             # compiled without it are not used meanwhile
+        if torch._C._len_torch_dispatch_stack() or is_in_torch_dispatch_mode(include_infra_modes=False):
+            return None       # a TorchDispatchMode is active (or its __torch_dispatch__ runs, with
+            # it popped): eager's ops go through it, as under torch.compile, which also never
+            # compiles __torch_dispatch__; the guards check the dispatch stack's length (issue #31)
         if (stance.current().stance != "default" or stance.current().backend is not None) \
                 and not getattr(self, "ignores_stance", False):
             decided, answer = stance.intercept(self, code, f_locals, f_globals, f_builtins, closure)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import xcompile
 
@@ -57,3 +59,40 @@ def test_resize_of_an_input(backend):
         got, want = xcompile.compile(f, backend=backend)(x, n), f(xe, n)
         assert x.shape == xe.shape == (n,) and got[1] == want[1]
         torch.testing.assert_close(got[0][: min(n, 3)], want[0][: min(n, 3)])
+
+
+class SinIsCos(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.sin.default:
+            return torch.ops.aten.cos.default(*args)
+        return func(*args, **(kwargs or {}))
+
+
+class SinIsCosFn(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if func in (torch.sin, torch.Tensor.sin):
+            return torch.cos(*args)
+        return func(*args, **(kwargs or {}))
+
+
+def _mode_fn(x):
+    y = x.sin() + 1
+    if y.sum() > -1e9:             # a graph break
+        y = y * 2
+    return y
+
+
+@pytest.mark.parametrize("mode", [SinIsCos, SinIsCosFn])
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("compiled_before", [True, False])
+def test_mode_active_at_call_time_is_honoured(mode, backend, compiled_before):
+    x = torch.randn(5)
+    cf = xcompile.compile(_mode_fn, backend=backend)
+    if compiled_before:
+        cf(x)
+    with mode():
+        want = _mode_fn(x)
+        torch.testing.assert_close(cf(x), want)
+        torch.testing.assert_close(cf(x), want)
+    torch.testing.assert_close(cf(x), _mode_fn(x))     # and the mode's end is seen too
+    assert not torch.allclose(want, _mode_fn(x))
