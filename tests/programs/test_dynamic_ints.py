@@ -120,3 +120,28 @@ def test_size_rebuilt_with_objects_made_in_the_frame(fn, backend):
         torch.testing.assert_close(got[0].t, want[0].t)
         assert got[0].k == want[0].k
         assert repr(got[1:]) == repr(want[1:])          # torch.Size stays torch.Size
+
+
+# -- 3. a size returned as a number from a graph whose sizes a guard fixed ---------------------------------------
+def size_accumulated_in_a_closure(x, y):
+    acc = 0
+
+    def add(t):
+        nonlocal acc
+        acc += t.size(-1)
+    add(x)
+    add(y)
+    if x.size(-1) == 3:
+        pass
+    return x + 1, acc
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_size_returned_as_a_number_after_a_guard_fixed_it(backend):
+    c = xcompile.compile(size_accumulated_in_a_closure, backend=backend)
+    for shape in ((5, 3), (5, 3), (3, 4), (2, 6), (3, 3)):
+        x, y = torch.randn(shape, requires_grad=True), torch.randn(shape[0], 3)
+        got, want = c(x, y), size_accumulated_in_a_closure(x, y)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] and type(got[1]) is int
+        got[0].sum().backward()

@@ -15,7 +15,7 @@ from .. import log
 from ..aot.api import aot_compile
 from .dynamic_kernels import aot_dynamic
 from .eager import scalar_graph, unstrided_graph
-from .per_size import PerSize, symbolic_inputs
+from .per_size import PerSize, number_outputs, symbolic_inputs
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str = "min_cut"):
@@ -27,6 +27,10 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str 
         return aot_dynamic(gm, example_inputs, partition) or \
             PerSize(lambda g, inputs: aot_eager(g, inputs, partition=partition), gm, example_inputs,
                     dynamic, "aot_eager")
+    runner = number_outputs(lambda g, inputs: aot_eager(g, inputs, partition=partition), gm, example_inputs,
+                            "aot_eager")
+    if runner is not None:             # sizes returned as numbers: compiled without them
+        return runner
     try:
         return aot_compile(gm, example_inputs, partition=partition)
     except (DynamicOutputShapeException, DataDependentOutputException) as e:

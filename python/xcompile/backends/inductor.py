@@ -36,7 +36,7 @@ from ..kernels.compile import compile_aten_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
 from .dynamic_kernels import compile_dynamic
 from .eager import scalar_graph, unstrided_graph
-from .per_size import PerSize, symbolic_inputs
+from .per_size import PerSize, number_outputs, symbolic_inputs
 
 
 def _no_replay(why: str) -> None:
@@ -71,6 +71,9 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     if dynamic:        # symbolic sizes: kernels taking the sizes, else one static compile per size
         _no_replay("dynamic shapes (the sizes are symbolic)")
         return compile_dynamic(gm, example_inputs) or PerSize(inductor, gm, example_inputs, dynamic, "inductor")
+    runner = number_outputs(inductor, gm, example_inputs, "inductor")
+    if runner is not None:             # sizes returned as numbers: compiled without them
+        return runner
     try:
         program = lift(gm)
     except Exception as e:  # noqa: BLE001

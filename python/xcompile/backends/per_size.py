@@ -124,6 +124,49 @@ class PerSize:
         return fn(*args)
 
 
+def _fixed_number(v: Any) -> tuple[bool, Any]:
+    """(True, the number) for an output example that the static sizes fix (an int, or a symbolic
+    int whose expression the ShapeEnv reduces to a constant: ``x.size(-1) + 3`` after a guard
+    fixed that size), else (False, None)."""
+    if isinstance(v, (bool, int, float)):
+        return True, v
+    if isinstance(v, _SYM):
+        node = v.node
+        expr = node.shape_env.simplify(node.expr) if node.shape_env is not None else node.expr
+        if not getattr(expr, "free_symbols", True):
+            return True, _PY[type(v)](expr)
+    return False, None
+
+
+def number_outputs(compile_static: Callable, gm: torch.fx.GraphModule, example_inputs: list,
+                   name: str) -> Callable | None:
+    """A graph with static sizes that returns numbers besides tensors (a size read in the traced
+    code, ``acc += t.size(-1)``): the numbers are fixed by the sizes, so ``compile_static``
+    compiles a copy that returns the tensors only, and the numbers are put back around it (AOT
+    graphs return tensors). None when every output is a tensor; the graph as it is (``gm.forward``,
+    logged) when a number is not fixed."""
+    out = gm.graph.output_node()
+    outs = list(cast(tuple, out.args[0]))
+    numbers: dict[int, object] = {}
+    for i, o in enumerate(outs):
+        v = o.meta.get("example_value") if isinstance(o, torch.fx.Node) else o
+        if not isinstance(v, (bool, int, float, *_SYM)):
+            continue                   # tensors (and whatever else): the backend's to take
+        ok, c = _fixed_number(v)
+        if not ok:
+            log.log("fallbacks", "whole graph eager (%s): output %d is %s, not fixed by the sizes", name, i,
+                    type(v).__name__)
+            return gm.forward
+        numbers[i] = c
+    if not numbers:
+        return None
+    copy = torch.fx.GraphModule(gm, gm.graph.__deepcopy__())          # same parameters
+    cout = copy.graph.output_node()
+    cout.args = (tuple(o for i, o in enumerate(cast(tuple, cout.args[0])) if i not in numbers),)
+    copy.recompile()                   # (no dead-code pass: FX would drop in-place method calls)
+    return _adapted(compile_static(copy, list(example_inputs)), set(), numbers, len(outs))
+
+
 def _replaced(tree: Any, node: torch.fx.Node, value: Any) -> Any:
     if tree is node:
         return value
