@@ -225,7 +225,7 @@ def _modes() -> str:
     return (f"grad={torch.is_grad_enabled()},infer={torch.is_inference_mode_enabled()},"
             f"autocast={torch.is_autocast_enabled('cpu')}:{torch.get_autocast_dtype('cpu')},"
             f"default_dtype={torch.get_default_dtype()},det={torch.are_deterministic_algorithms_enabled()},"
-            f"det_fill={torch.utils.deterministic.fill_uninitialized_memory},"
+            f"det_fill={torch._C._get_deterministic_fill_uninitialized_memory()},"
             f"mkldnn={torch.backends.mkldnn.enabled},matmul={torch.get_float32_matmul_precision()}")
 
 

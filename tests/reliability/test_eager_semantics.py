@@ -96,3 +96,31 @@ def test_mode_active_at_call_time_is_honoured(mode, backend, compiled_before):
         torch.testing.assert_close(cf(x), want)
     torch.testing.assert_close(cf(x), _mode_fn(x))     # and the mode's end is seen too
     assert not torch.allclose(want, _mode_fn(x))
+
+
+def _outcome(fn, *args):
+    try:
+        return fn(*args)
+    except (OverflowError, RuntimeError) as e:
+        return type(e)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dynamic", [None, True])
+@pytest.mark.parametrize("op", ["add", "full", "mul_int"])
+def test_int_past_int64_raises_as_eager(backend, dynamic, op):
+    def f(x, n):
+        if op == "add":
+            return x + n
+        if op == "full":
+            return torch.full((2,), n)
+        return torch.arange(3) * n
+
+    x = torch.randn(2)
+    cf = xcompile.compile(f, backend=backend, dynamic=dynamic)
+    for n in (3, 5, 7, 2**64, -(2**64), 2**63, -(2**63) - 1, 2**63 - 1, 9):
+        want, got = _outcome(f, x, n), _outcome(cf, x, n)
+        if isinstance(want, type):
+            assert got is want, (n, got, want)
+        else:
+            torch.testing.assert_close(got, want)

@@ -327,6 +327,10 @@ class GraphBuilder:
         if self.default_device is not None and kind == "call_function" and fkwargs.get("device") is None \
                 and target in _device_constructors():
             pkwargs["device"] = fkwargs["device"] = self.default_device
+        if _past_int64(fargs) or _past_int64(fkwargs.values()):
+            # torch converts Python ints to int64: eager raises (OverflowError, RuntimeError) where
+            # a fake or a compiled kernel may not, or wraps the value around; eager runs the op
+            raise Unsupported(f"{what} with a Python int outside int64", "Eager runs this call.")
         result = self.run_fake(fake_fn, fargs, fkwargs, what)
         if scalars.is_sym_result(result):              # x.size(0), x.numel(), s * 2, t.item()
             known = scalars.constant_of(result)
@@ -443,3 +447,12 @@ def _describe_target(target: Any) -> str:
     mod = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or repr(target)
     return f"{mod}.{name}" if mod else name
+
+
+def _past_int64(args: Any) -> bool:
+    for a in args:
+        if type(a) is int and not -(2**63) <= a < 2**63:
+            return True
+        if type(a) in (tuple, list, torch.Size) and _past_int64(a):
+            return True
+    return False

@@ -188,8 +188,8 @@ class ShapePolicy:
         if name in self._decided_ints:
             return self._decided_ints[name]
         before = shape_state.seen(self.code, name)
-        if self.dynamic is False or config.specialize_int or value in (0, 1):
-            symbolic = False
+        if self.dynamic is False or config.specialize_int or value in (0, 1) or not _INT64_MIN <= value < -_INT64_MIN:
+            symbolic = False          # (an int past int64 is a constant: torch ops given it raise)
         elif self.dynamic is True or (self.dynamic is None and not config.assume_static_by_default):
             symbolic = True
         else:
@@ -205,6 +205,9 @@ class ShapePolicy:
 def make_shape_env(where: Callable[[], traceback.FrameSummary | None]) -> TracingShapeEnv:
     return TracingShapeEnv(where, allow_scalar_outputs=bool(config.capture_scalar_outputs),
                            allow_dynamic_output_shape_ops=bool(config.capture_dynamic_output_shape_ops))
+
+
+_INT64_MIN = -(2**63)
 
 
 def _expr(v: Any) -> Any:
@@ -287,12 +290,18 @@ def produce_guards(env: ShapeEnv | None, policy: ShapePolicy, guard_set: spec.Gu
         check(e, first=read)
     for sym in bound:                                         # ranges: 0/1 specialized, marks
         vr = env.var_to_range.get(sym)
-        if vr is None:
-            continue
-        if vr.lower not in (-int_oo, sympy.S.NegativeInfinity) and (vr.lower > 0 or bound[sym][1] != spec.SIZE):
+        read_here = False
+        if vr is not None and vr.lower not in (-int_oo, sympy.S.NegativeInfinity) \
+                and (vr.lower > 0 or bound[sym][1] != spec.SIZE):
             check(sympy.GreaterThan(sym, vr.lower))
-        if vr.upper not in (int_oo, sympy.S.Infinity):
+            read_here = True
+        if vr is not None and vr.upper not in (int_oo, sympy.S.Infinity):
             check(sympy.LessThan(sym, vr.upper))
+            read_here = True
+        if bound[sym][1] == spec.INT_VALUE and not read_here:
+            # a symbolic int the graph takes as an int64: a Python int past int64 (2**64) fails
+            # the read, so the call recompiles with it as a constant and raises what eager raises
+            check(sympy.GreaterThan(sym, _INT64_MIN))
     for g in env.guards:                                      # what the trace branched on
         e = env.simplify(g.expr)
         if e is sympy.true or e == sympy.true:

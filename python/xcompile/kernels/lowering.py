@@ -547,7 +547,7 @@ def _empty(L, node, *args, **kw):
 
 
 def _uninitialized_value(dtype: torch.dtype) -> float | int | bool:
-    if not (torch.are_deterministic_algorithms_enabled() and torch.utils.deterministic.fill_uninitialized_memory):
+    if not (torch.are_deterministic_algorithms_enabled() and torch._C._get_deterministic_fill_uninitialized_memory()):
         return 0
     if dtype.is_floating_point or dtype.is_complex:
         return math.nan
