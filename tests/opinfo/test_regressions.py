@@ -6,6 +6,9 @@
   A graph holding a sparse tensor now runs as captured on the AOT backends and inductor
   (``backends/eager.unstrided_graph``, logged under ``fallbacks``), as torch's AOT backends
   do not take sparse tensors either.
+- ``native_group_norm`` of an empty batch with gradients: the kernel generator raised
+  ZeroDivisionError (the graph then ran eagerly): ``as_strided`` of an empty base recovered the
+  index with ``% 0``. Such an ``as_strided`` is an ATen call now.
 """
 import warnings
 
@@ -13,6 +16,8 @@ import pytest
 import torch
 
 import xcompile
+
+from .harness import catching_fallbacks
 
 BACKENDS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor", "inductor-dynamic")
 
@@ -53,3 +58,27 @@ def test_sparse_tensors_run_as_eager_does(backend, name):
             ref, out = fn(*args), cf(*args)
             assert (out.layout, out.shape, out.dtype) == (ref.layout, ref.shape, ref.dtype)
             torch.testing.assert_close(out.to_dense(), ref.to_dense())
+
+
+EMPTY = {
+    "native_group_norm, empty batch": (
+        lambda x, w, b: torch.native_group_norm(x, w, b, 0, 2, 1, 1, 1e-5)[0] * 2,
+        lambda: (torch.randn(0, 2, requires_grad=True), torch.randn(2, requires_grad=True),
+                 torch.randn(2, requires_grad=True))),
+    "as_strided of an empty intermediate": (
+        lambda x: torch.as_strided(x * 2, (0, 3), (3, 1)) + 1, lambda: (torch.randn(0, 3),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EMPTY))
+def test_empty_as_strided_compiles(name):
+    fn, make = EMPTY[name]
+    args = make()
+    with catching_fallbacks() as caught:
+        out = xcompile.compile(fn, backend="inductor")(*args)
+    assert not [ln for ln in caught.lines if "whole graph eager" in ln], caught.lines
+    ref = fn(*make())
+    assert (out.shape, out.dtype) == (ref.shape, ref.dtype)
+    if out.requires_grad:
+        out.sum().backward()
+        assert all(a.grad is not None and a.grad.shape == a.shape for a in args)

@@ -171,6 +171,8 @@ def _as_strided(L, node, x, size, stride, storage_offset=None):
         return NotImplemented
     base = L.buffers[x.ref.name]
     lay = base.layout
+    if any(n == 0 for n in lay.size):
+        return NotImplemented       # an empty base: no index to recover (the loader would take % 0)
     dims = sorted((st, n, d) for d, (n, st) in enumerate(zip(lay.size, lay.stride)) if n != 1)
     expect = 1
     for st, n, _ in dims:  # the base must be dense to turn a storage offset back into an index
