@@ -1,7 +1,7 @@
 """Run the OpInfo database through one xcompile backend and dtype; print each failing op and a summary.
 
     python tests/opinfo/run.py --backend inductor --dtype float32 [--grad] [--ops a,b]
-        [--max-samples N] [--max-seconds S] [--no-inplace] [-v]
+        [--max-samples N] [--max-seconds S] [--no-inplace] [--shard i/n] [-v]
 
 Backends: eager, aot_eager, inductor, inductor-dynamic (inductor with dynamic=True).
 The summary line counts ops agreeing with eager out of the ops run (an op agrees when every
@@ -29,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-samples", type=int, default=None)
     p.add_argument("--max-seconds", type=float, default=None, help="stop sampling an op after this long")
     p.add_argument("--no-inplace", action="store_true")
+    p.add_argument("--shard", default="", help="i/n: every n-th op from the i-th (0-based), for parallel runs")
     p.add_argument("-v", "--verbose", action="store_true", help="every op's line, not only the failing ones")
     a = p.parse_args(argv)
     if ROOT not in sys.path:
@@ -37,10 +38,14 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("torch").setLevel(logging.CRITICAL)
     dtype = harness.DTYPES[a.dtype]
     ops = harness.select(harness.op_db(), [n for n in a.ops.split(",") if n])
+    if a.shard:
+        i, n = (int(v) for v in a.shard.split("/"))
+        ops = ops[i::n]
     agree = run = failing = unsupported = 0
     fallback_ops, no_graph_ops = [], []
     start = time.perf_counter()
-    for op in ops:
+    for k, op in enumerate(ops):
+        print(f"[{k + 1}/{len(ops)}] {harness.full_name(op)}", file=sys.stderr, flush=True)
         o = harness.run_op(op, a.backend, dtype, grad=a.grad, inplace=not a.no_inplace,
                            max_samples=a.max_samples, max_seconds=a.max_seconds)
         if o.note:
