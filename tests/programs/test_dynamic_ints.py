@@ -10,6 +10,7 @@ import pytest
 import torch
 
 import xcompile
+import xcompile.testing
 
 BACKENDS = ("eager", "aot_eager", "inductor")
 INTS = (2, 2, 3, 1, 4, 3)               # 2 twice, then 3: the int turns symbolic
@@ -145,3 +146,40 @@ def test_size_returned_as_a_number_after_a_guard_fixed_it(backend):
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1] and type(got[1]) is int
         got[0].sum().backward()
+
+
+# -- 4. an op that fails only at run time inside the user's try ---------------------------------------------------
+def write_in_try(x, y):
+    for i, t in zip(range(3), (x,)):
+        try:
+            y[torch.arange(y.shape[0]).flip(0)] = t
+        except Exception:  # noqa: BLE001  (eager raises here: overlapping write)
+            pass
+    return x * 2
+
+
+def math_in_try(x, y):
+    try:
+        z = x.sin() + y
+    except RuntimeError:
+        z = x
+    return z * 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_error_raised_at_run_time_inside_try_is_caught(backend):
+    c = xcompile.compile(write_in_try, backend=backend)
+    for shape in ((4, 3), (4, 3), (5, 3)):
+        x = torch.randn(shape)
+        x2 = x.clone()
+        got, want = c(x, x), write_in_try(x2, x2)     # y is x: the write overlaps, eager raises and catches
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(x, x2)
+
+
+def test_ops_that_cannot_fail_at_run_time_stay_compiled_inside_try():
+    cnt = xcompile.testing.CompileCounter()
+    c = xcompile.compile(math_in_try, backend=cnt)
+    x, y = torch.randn(3), torch.randn(3)
+    torch.testing.assert_close(c(x, y), math_in_try(x, y))
+    assert cnt.frame_count == 1

@@ -31,6 +31,7 @@ from .exc import PythonError, Unsupported
 from .graph_builder import GraphBuilder
 from .shapes import ShapePolicy, produce_guards
 from .side_effects import DELETED, SideEffects
+from .try_regions import catching_offsets, may_raise_at_run_time
 from .values import (
     NULL,
     CellValue,
@@ -108,6 +109,7 @@ class Frame:
         self.done = False
         self.result: Value | None = None
         self.yields: list[Value] | None = [] if code.co_flags & inspect.CO_GENERATOR else None
+        self.catching = catching_offsets(code)    # instructions an except/finally covers
 
     # -- stack ----------------------------------------------------------------------------------
     def push(self, v: Value) -> None:
@@ -149,14 +151,30 @@ class Frame:
         if h is None:
             raise Unsupported(f"unsupported bytecode {inst.opname}",
                               "This Python construct is not supported inside a compiled region yet.")
+        guarded = inst.offset in self.catching
+        last = self.tx.gb.graph._root.prev if guarded else None
         try:
             h(self, inst)
+            if guarded:
+                self._check_run_time_raises(last)
         except PythonError as e:                  # try/except inside the traced code
             if not hub.handle_exception(self, inst, e):
                 raise
         except GuardOnDataDependentSymNode as e:  # a number the trace needs is only known at run time
             raise Unsupported(f"{inst.opname} needs a data-dependent value at trace time (an unbacked size "
                               "from item(), nonzero(), x[mask]...)", _DATA_DEPENDENT_HINT, str(e)) from e
+
+    def _check_run_time_raises(self, last: Any) -> None:
+        """A step inside a ``try`` added an op that may raise only when the graph runs: a break
+        (the frame runs eagerly, where the ``except`` sees it; see try_regions.py)."""
+        graph = self.tx.gb.graph
+        node = last.next
+        while node is not graph._root:
+            if may_raise_at_run_time(node):
+                raise Unsupported(f"{node.target if isinstance(node.target, str) else node.name} inside a try block "
+                                  "may raise only at run time (tensor indices, overlapping writes)",
+                                  "Eager runs this frame, so its except clause sees the error.")
+            node = node.next
 
     def run(self) -> Value:
         outer, self.tx.current = self.tx.current, self
