@@ -209,7 +209,10 @@ def test_compiling_under_cprofile_leaves_the_profiler_running():
     pr.enable()
     try:
         torch.testing.assert_close(xcompile.compile(g, backend="eager")(torch.zeros(2)), torch.ones(2))
-        assert sys.getprofile() is pr
+        if sys.version_info >= (3, 12):       # cProfile runs on sys.monitoring (PEP 669) from 3.12
+            assert sys.monitoring.get_tool(sys.monitoring.PROFILER_ID) == "cProfile"
+        else:
+            assert sys.getprofile() is pr
         after()
     finally:
         pr.disable()
