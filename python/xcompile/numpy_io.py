@@ -29,6 +29,7 @@ def wrap_compiled(compiled: Callable | None, gm: torch.fx.GraphModule) -> Callab
     if not ins and not outs:
         return compiled
     in_set, out_set = frozenset(ins), frozenset(outs)
+    scalars = frozenset(gm.meta.get("numpy_scalar_outputs", ()))   # NumPy scalars: arr[()] is np.float64
 
     def with_numpy(*args: Any) -> Any:
         run = compiled
@@ -41,7 +42,8 @@ def wrap_compiled(compiled: Callable | None, gm: torch.fx.GraphModule) -> Callab
         result = run(*args)
         if not out_set:
             return result
-        return tuple(r.numpy(force=True) if i in out_set else r for i, r in enumerate(result))
+        return tuple((r.numpy(force=True)[()] if i in scalars else r.numpy(force=True)) if i in out_set else r
+                     for i, r in enumerate(result))
 
     with_numpy.__name__ = getattr(compiled, "__name__", "compiled") + "_numpy"
     return with_numpy

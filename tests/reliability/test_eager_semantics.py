@@ -124,3 +124,16 @@ def test_int_past_int64_raises_as_eager(backend, dynamic, op):
             assert got is want, (n, got, want)
         else:
             torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_numpy_scalar_results_are_numpy_scalars(backend):
+    def f(a, z, v):
+        return (a.mean(), a.sum(), a.max(), np.sum(a), a.sum(axis=0), v.sum(axis=0), a[1, 2], a[1], z + z, -z,
+                np.sin(z), z.copy(), a.mean(keepdims=True), np.dot(v, v), (a > 2).any(), np.count_nonzero(a),
+                a.mean() * 2, np.linalg.norm(v))
+
+    args = (np.arange(6.0).reshape(2, 3), np.array(1.5), np.arange(3.0))
+    for got, want in zip(xcompile.compile(f, backend=backend)(*args), f(*args)):
+        assert type(got) is type(want) and np.asarray(got).dtype == np.asarray(want).dtype, (got, want)
+        np.testing.assert_allclose(got, want)

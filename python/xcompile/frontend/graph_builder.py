@@ -409,6 +409,7 @@ class GraphBuilder:
         gm = torch.fx.GraphModule(self.root, self.graph)
         # outputs that are ndarrays (numpy_values.NumpyArrayValue): the compiled call converts them
         gm.meta["numpy_outputs"] = tuple(i for i, v in enumerate(outputs) if getattr(v, "numpy_array", False))
+        gm.meta["numpy_scalar_outputs"] = tuple(i for i, v in enumerate(outputs) if getattr(v, "scalar", False))
         gm.graph.lint()
         # The generated forward reads each parameter/buffer as ``self.<name>``; registered ones are
         # found only through nn.Module.__getattr__ (~0.5 us each). The same objects in the instance

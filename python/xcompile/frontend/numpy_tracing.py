@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import os
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
@@ -207,8 +208,10 @@ def _resolved(tx: "Tracer", v: Value) -> Value:
     return v
 
 
-def numpy_call(tx: "Tracer", target: Any, args: list, kwargs: dict, what: str) -> Value:
-    """One graph node running NumPy code on tensors; its tensor results are arrays."""
+def numpy_call(tx: "Tracer", target: Any, args: list, kwargs: dict, what: str, scalar: bool = False) -> Value:
+    """One graph node running NumPy code on tensors; its tensor results are arrays. ``scalar``:
+    NumPy answers a 0-d result with a scalar (np.float64: ufuncs, operators, reductions,
+    integer indexing), where torch._numpy gives a 0-d array."""
     gargs = [_graph_arg(_resolved(tx, a)) for a in args]
     gkwargs = {k: _graph_arg(_resolved(tx, a)) for k, a in kwargs.items()}
     try:
@@ -218,9 +221,20 @@ def numpy_call(tx: "Tracer", target: Any, args: list, kwargs: dict, what: str) -
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise Unsupported(f"{what}: torch._numpy cannot trace this call ({first})",
                           "NumPy runs this part of the code.") from e
-    return _as_arrays(result)
+    out = _as_arrays(result)
+    if scalar and isinstance(out, NumpyArrayValue) and out.fake.dim() == 0 and "out" not in kwargs:
+        out.scalar = True
+    return out
 
 
+# NumPy functions and ndarray methods that answer a 0-d result with a scalar (ufuncs do too)
+_SCALAR_RESULTS = frozenset((
+    "sum", "prod", "mean", "std", "var", "max", "min", "amax", "amin", "argmax", "argmin", "ptp", "any",
+    "all", "median", "average", "nansum", "nanprod", "nanmean", "nanstd", "nanvar", "nanmax", "nanmin",
+    "nanargmax", "nanargmin", "count_nonzero", "dot", "vdot", "inner", "trace", "cumsum", "cumprod",
+    "det", "norm", "matrix_rank", "cond", "slogdet", "quantile", "percentile", "nanmedian",
+    "nanquantile", "nanpercentile", "around", "round", "clip", "einsum",
+))
 _CONSTANT_FOLDED = ("dtype", "finfo", "iinfo", "issubdtype", "promote_types", "result_type", "can_cast")
 
 
@@ -242,7 +256,8 @@ def _call_numpy_callable(tx: "Tracer", v: NumpyCallableValue, args: list, kwargs
                           "NumPy runs this part of the code.")
     if name == "clip":
         kwargs = {{"a_min": "min", "a_max": "max"}.get(k, k): a for k, a in kwargs.items()}
-    return numpy_call(tx, _function_target(v.impl, v.name), args, kwargs, v.name)
+    scalar = isinstance(v.fn, np.ufunc) or name in _SCALAR_RESULTS
+    return numpy_call(tx, _function_target(v.impl, v.name), args, kwargs, v.name, scalar)
 
 
 @functools.lru_cache(None)
@@ -335,7 +350,7 @@ def _call_method(tx: "Tracer", m: NumpyMethodValue, args: list, kwargs: dict) ->
         raise Unsupported(f"ndarray.{name}() is not traced", "NumPy runs this part of the code.")
     if name == "clip":
         kwargs = {{"a_min": "min", "a_max": "max"}.get(k, k): a for k, a in kwargs.items()}
-    return numpy_call(tx, method_target(name), [m.array, *args], kwargs, f"ndarray.{name}")
+    return numpy_call(tx, method_target(name), [m.array, *args], kwargs, f"ndarray.{name}", name in _SCALAR_RESULTS)
 
 
 # -- operators, subscripts, iteration ----------------------------------------------------------------
@@ -378,12 +393,12 @@ def _binary_rule(tx: "Tracer", op: Any, a: Value, b: Value) -> Value | None:
     inplace = op in INPLACE
     if inplace and not isinstance(a, NumpyArrayValue):
         op, inplace = _OUT_OF_PLACE[op], False
-    result = numpy_call(tx, operator_target(op), [a, b], {}, f"ndarray.{op.__name__}")
+    result = numpy_call(tx, operator_target(op), [a, b], {}, f"ndarray.{op.__name__}", not inplace)
     return a if inplace else result                    # `a += b` keeps the array (its data changed)
 
 
 def _unary(tx: "Tracer", op: Any, a: NumpyArrayValue) -> Value:
-    return numpy_call(tx, operator_target(op), [a], {}, f"ndarray.{op.__name__}")
+    return numpy_call(tx, operator_target(op), [a], {}, f"ndarray.{op.__name__}", True)
 
 
 def _truth(tx: "Tracer", v: NumpyArrayValue) -> bool:
@@ -391,7 +406,9 @@ def _truth(tx: "Tracer", v: NumpyArrayValue) -> bool:
 
 
 def _getitem(tx: "Tracer", container: NumpyArrayValue, key: Value, subclass: Value) -> Value:
-    return numpy_call(tx, operator_target(operator.getitem), [container, key], {}, "ndarray.__getitem__")
+    ok, k = hub.as_constant(key)
+    ints = ok and all(type(i) is int for i in (k if type(k) is tuple else (k,)))   # a[0], a[1, 2]
+    return numpy_call(tx, operator_target(operator.getitem), [container, key], {}, "ndarray.__getitem__", ints)
 
 
 def _setitem(tx: "Tracer", container: NumpyArrayValue, key: Value, value: Value) -> None:
@@ -412,6 +429,10 @@ def _items(tx: "Tracer", v: NumpyArrayValue) -> list[Value]:
 
 
 # -- tensors <-> arrays -------------------------------------------------------------------------------
+# wrap_numpy's own x.numpy() (api_numpy._to_numpy): compiled, the NumPy code is differentiable
+_WRAP_NUMPY_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "api_numpy.py")
+
+
 def _tensor_numpy(tx: "Tracer", t: TensorValue, args: list, kwargs: dict) -> Value | None:
     """``x.numpy()``: an array viewing the tensor (``force=True``: detached, on the CPU)."""
     if not enabled():
@@ -420,7 +441,8 @@ def _tensor_numpy(tx: "Tracer", t: TensorValue, args: list, kwargs: dict) -> Val
     ok, force_value = hub.as_constant(tx.resolve(force))
     if not ok:
         raise Unsupported("Tensor.numpy(force=<not a constant>)")
-    if not force_value and t.fake.requires_grad:
+    in_wrap_numpy = tx.current is not None and tx.current.code.co_filename == _WRAP_NUMPY_FILE
+    if not force_value and t.fake.requires_grad and not in_wrap_numpy:
         # eager raises "Can't call numpy() on Tensor that requires grad": the break lets it
         raise Unsupported("Tensor.numpy() on a tensor that requires grad", "Eager runs it (and raises).")
     if force_value:

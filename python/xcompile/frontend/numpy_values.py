@@ -39,6 +39,7 @@ class NumpyArrayValue(Value):
     source: Any = None
     covered: bool = False
     numpy_array = True                   # graph_builder.finish: this output is handed back as an ndarray
+    scalar: bool = False                 # a NumPy scalar (np.float64 ...): a 0-d result of a ufunc or reduction
 
     def python_type(self) -> type:
         return np.ndarray
