@@ -8,6 +8,9 @@ itself, so only the structure of the result (types, shapes, dtypes) is compared.
 ``NO_GRAPH``: (op, backend) pairs whose frame gives no graph, so the call runs eagerly, with
 the reason (the default-run slice requires a graph otherwise).
 
+``STRIDES``: ops whose compiled output has other strides than eager's for a reason outside
+xcompile, with the reason; their values, shapes and dtypes are still compared.
+
 ``GRAD_TOL``: float32 gradient tolerances (rtol, atol) looser than the harness's, with the reason.
 
 ``FALLBACK``: ops xcompile runs eagerly on purpose, with the reason. The harness still compares
@@ -70,3 +73,12 @@ GRAD_TOL: dict[str, tuple[float, float]] = {
     "native_layer_norm": (1e-5, 5e-4),
 }
 GRAD_TOL_REASONS: dict[str, str] = {"nn.functional.layer_norm": _LN_ONE, "native_layer_norm": _LN_ONE}
+
+STRIDES: dict[str, str] = {
+    name: "torch's fake (meta) kernel gives a contiguous result for a channels-last input where the CPU kernel "
+          "keeps channels-last; the kernel generator plans the fake's layout and restrides the extern's "
+          "result into it (kernels/wrapper.py _restride_lines), as torch.compile plans from the fake kernel"
+    for name in ("nn.functional.max_unpool1d", "nn.functional.max_unpool2d", "nn.functional.max_unpool3d",
+                 "nn.functional.max_unpool1d.grad", "nn.functional.max_unpool2d.grad",
+                 "nn.functional.max_unpool3d.grad")
+}
