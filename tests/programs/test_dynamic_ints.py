@@ -183,3 +183,31 @@ def test_ops_that_cannot_fail_at_run_time_stay_compiled_inside_try():
     x, y = torch.randn(3), torch.randn(3)
     torch.testing.assert_close(c(x, y), math_in_try(x, y))
     assert cnt.frame_count == 1
+
+
+# -- 5. an input no gradient reaches is not an edge of the compiled autograd node ---------------------------------
+def _clamp_in_helper(x, y):
+    s = float(y.mean())
+    u = torch.clamp(x, max=s)            # saves x, which clamp_ writes next: its backward cannot run
+    x.clamp_(max=s)
+    if float(y.mean()) > 0:
+        pass
+    else:
+        keep = [x, u, x]  # noqa: F841  (x and u become inputs of the graph after the break)
+        w = y.clamp(-0.5, 0.5)
+    return w, w
+
+
+def clamp_then_unused(a1):
+    v1 = a1.neg()
+    _, w = _clamp_in_helper(v1, y=a1)
+    return (w.square(),)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_never_runs_the_grad_fn_of_an_input_no_gradient_reaches(backend):
+    c = xcompile.compile(clamp_then_unused, backend=backend)
+    a, b = (torch.linspace(-2, 0.5, 5, dtype=torch.float64).requires_grad_() for _ in range(2))
+    clamp_then_unused(a)[0].sum().backward()
+    c(b)[0].sum().backward()                  # raised 'modified by an inplace operation' on aot_eager
+    torch.testing.assert_close(b.grad, a.grad)

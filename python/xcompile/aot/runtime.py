@@ -59,6 +59,10 @@ class TrainingArtifact:
         # views of intermediates made under no_grad: returned as leaves that require grad
         self.leaf_outs = tuple(o.index for o in schema.outputs if o.kind is OutputKind.PLAIN and o.no_grad)
         self.grad_slots = tuple(grad_slots)
+        # inputs no differentiable output reaches (their gradient is None): passed to the autograd
+        # op detached, so its node has no edge to them, as eager's graph has none (a backward
+        # through the edge would run their grad_fn: a tensor it saved may have been written since)
+        self.unreached = frozenset(k for k, s in enumerate(grad_slots) if s is None)
         self.tangent_meta = tuple((schema.fw_outs[i].size, schema.fw_outs[i].dtype, schema.fw_outs[i].device)
                                   for i in self.diff_outs)
         self.tangent_deps = _tangent_deps(bw_gm, num_saved)
@@ -73,6 +77,15 @@ class TrainingArtifact:
         if self.bw is None:
             self.bw = self.bw_compiler(self.bw_gm, example)
         return self.bw
+
+
+def _unlinked(art: TrainingArtifact, primals: tuple, flags: tuple) -> tuple:
+    """``primals`` with the inputs that require grad but reach no gradient detached (see
+    ``TrainingArtifact.unreached``); as they are when no input that reaches one requires grad
+    (the op's outputs then keep requiring grad as the schema says)."""
+    if not art.unreached or not any(f and k not in art.unreached for k, f in enumerate(flags)):
+        return primals
+    return tuple(p.detach() if flags[k] and k in art.unreached else p for k, p in enumerate(primals))
 
 
 def _tangent_deps(bw_gm: torch.fx.GraphModule, num_saved: int) -> tuple[frozenset, ...]:
@@ -336,7 +349,7 @@ class CompiledProgram:
                 art = self._training.get(flags) or self.training(flags)
                 if art is _EAGER:
                     return self._eager(*inputs)
-                outs = _apply(art, primals)
+                outs = _apply(art, _unlinked(art, primals, flags))
                 if art.leaf_outs:
                     for i in art.leaf_outs:
                         outs[i].requires_grad_()
