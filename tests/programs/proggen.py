@@ -302,6 +302,11 @@ class FList:                  # a Python list of floats (from .tolist())
     n: int
 
 
+@dataclass
+class Shape:                  # a torch.Size read from a tensor (symbolic once sizes turn dynamic)
+    pass
+
+
 UNARY = (
     "torch.sin({x})", "{x}.cos()", "torch.tanh({x})", "{x}.sigmoid()", "{x}.relu()", "{x}.abs()",
     "-{x}", "{x} * 2", "{x} + 1", "{x}.clamp(-0.5, 0.5)", "{x} * {x}", "torch.nn.functional.gelu({x})",
@@ -507,7 +512,7 @@ class Gen:
             ("ternary", 2), ("list", 5), ("dict", 3), ("tuple", 2), ("container_op", 6),
             ("loop", 5), ("while", 1), ("helper", 7), ("nograd", 6), ("set_grad", 3),
             ("grad_stretch", 1), ("global", 1), ("try", 1), ("break", 1), ("compare_py", 1),
-            ("obj", 3), ("counter", 1), ("misc", 4), ("raise", 1), ("data", 1),
+            ("obj", 3), ("counter", 1), ("misc", 4), ("raise", 1), ("data", 1), ("ints", 4),
         ]
         if self.depth >= 2:
             kinds = [k for k in kinds if k[0] in ("assign", "inplace", "setitem", "item", "container_op")]
@@ -900,13 +905,65 @@ class Gen:
         r = self.rng.random()
         return ["G['n'] += 1" if r < 0.4 else f"G['t'] = {x}.detach()" if r < 0.7 else "G['s'] = G['n'] * 2"]
 
+    def _int_source(self) -> str:
+        """An int that changes between calls: the argument ``n``, or a size."""
+        x = self.tensor(lambda v: len(v.shape) >= 1)
+        sizes = [f"{x}.shape[0]", f"{x}.size(-1)", f"len({x})"] if x is not None else []
+        ints = self.names(Py, lambda v: v.kind == "int")
+        return self.rng.choice(sizes + ints * 2 or ["3"])
+
+    def s_ints(self):
+        """Python ints from sizes and int arguments (symbolic once they change between calls):
+        sets, dict keys, ``in`` tests, sums over tensors' sizes, a returned ``torch.Size``."""
+        rng = self.rng
+        a, b = self._int_source(), self._int_source()
+        name = self.fresh("k")
+        self.env[name] = Py("int")
+        r = rng.random()
+        if r < 0.2:
+            s = self.fresh("set")
+            return [f"{s} = {{1, {a} // 2, {b}}}", f"{s}.add(abs({a} - 2))", f"{s} |= {{3, {b} - 1}}",
+                    f"{name} = len({s}) + sorted({s})[-1]"]
+        if r < 0.3:
+            return [f"{name} = len({{{a}, {b}, {a} - 0, 2}}) + int({a} in ({b}, 2)) + [{a}, {b}].count({b})"]
+        if r < 0.4:
+            d = self.fresh("d")
+            return [f"{d} = {{{a}: 1, 2: 2}}", f"{d}[{b}] = 3", f"{name} = len({d}) + {d}.get(3, 0) + ({a} - 1 in {d})"]
+        if r < 0.55:
+            ts = self.names(T, lambda v: len(v.shape) >= 1)[-3:]
+            body = [f"{name} = 0", Block(f"for t_ in ({''.join(t + ', ' for t in ts)}):",
+                                         [f"{name} += t_.size(-1)"])]
+            return body if ts else [f"{name} = {a} + {b}"]
+        if r < 0.75:
+            x = self.tensor()
+            sh = self.fresh("sh")
+            self.env[sh] = Shape()
+            return [f"{sh} = {rng.choice((f'{x}.shape', f'({x} * 2).shape', f'{x}.shape[1:]', f'{x}.size()'))}",
+                    f"{name} = {a} * 2 - {b}"]
+        x = self.tensor()
+        v = self.fresh()
+        self.env[v] = T(self.env[x].shape, True)
+        return [f"{name} = {a} // 2 + {b}", f"{v} = {x} * {name}"]
+
     def s_try(self):
         x = self.tensor()
         name = self.fresh()
         sx = self.env[x].shape
         a = self.rng.choice(UNARY).format(x=x)
         self.env[name] = T(sx, True)
-        bad = self.rng.random() < 0.4
+        r = self.rng.random()
+        if r < 0.3 and sx:
+            # fails only at run time, for some calls: an index past the end (its bound is data)
+            k = self._int_source()
+            body = [f"{name} = {x}[torch.arange({x}.shape[0]) + ({k}) % 3]"]
+            return [Block("try:", body, [f"{name} = {x} * 3"], else_head="except (IndexError, RuntimeError):")]
+        ys = [n for n in self.names(T, lambda v: v.shape == sx and len(sx) >= 1) if n != x and self.writable(n)]
+        if r < 0.45 and ys:
+            # writes y at tensor indices from x: raises when x and y share memory (aliased calls)
+            y = self.rng.choice(ys)
+            body = [f"{y}[torch.arange({y}.shape[0]).flip(0)] = {x}", f"{name} = {a}"]
+            return [Block("try:", body, [f"{name} = {x} * 3"], else_head="except RuntimeError:")]
+        bad = r < 0.7
         body = [f"{name} = {a}"] + ([f"{name} = {name} @ torch.ones(7, 7, dtype={x}.dtype)"] if bad else [])
         return [Block("try:", body, [f"{name} = {x} * 3"], else_head="except RuntimeError:")]
 
@@ -1158,6 +1215,17 @@ def _calls(rng: random.Random, params: list) -> list:
     calls.append(c)
     if rng.random() < 0.3:
         calls.append(copy.deepcopy(calls[0]))           # back to the first: a cache hit
+    if rng.random() < 0.7:
+        # sizes and ints keep changing: the symbolic entry (made at the second distinct value)
+        # serves values it was not traced with, ints equal to each other or to sizes among them
+        used = {(c.B, c.D) for c in calls}
+        for _ in range(2):
+            c = copy.deepcopy(first)
+            fresh = [s for s in SHAPES if s not in used] or list(SHAPES)
+            c.B, c.D = rng.choice(fresh)
+            used.add((c.B, c.D))
+            c.scalars = {k: (rng.choice((0, 1, 2, 3, 4, 5, 6)) if type(v) is int else v) for k, v in scalars().items()}
+            calls.append(c)
     return calls
 
 
@@ -1256,7 +1324,7 @@ def _returns(rng: random.Random, env: dict) -> str:
             ins = [n for n in tensors if env[n].inp and len(env[n].shape) >= 1]
             picks.append(f"{rng.choice(ins)}[0]" if ins else rng.choice(inner))
         else:
-            other = [n for n, v in env.items() if isinstance(v, (Py, Lst, Dct, Tup, FList))]
+            other = [n for n, v in env.items() if isinstance(v, (Py, Lst, Dct, Tup, FList, Shape))]
             picks.append(rng.choice(other) if other else rng.choice(inner))
     r = rng.random()
     if r < 0.1:
