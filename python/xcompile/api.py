@@ -13,7 +13,7 @@ import warnings
 
 import torch
 
-from . import _C, shape_state, stance
+from . import _C, release, shape_state, stance
 from .backends.ddp import is_ddp
 from .backends.registry import INDUCTOR_FLAG_OPTIONS, INDUCTOR_OPTIONS
 from .code_states import DIED_YOUNG, EAGER_FRAMES, EXPLICIT_CODES, NONRECURSIVE_SKIPS, NORMAL, SKIP
@@ -200,6 +200,7 @@ def reset() -> None:
     timing.reset()                           # compile_times() starts again, as torch's reset does
     reset_break_log()                        # the next graph break at a known place logs in full again
     shape_state.clear()                      # sizes seen: the next compiles start static again
+    release.release_all()                    # caches that kept old compiles alive (release.py)
     DIED_YOUNG.clear()
     for code in list(EAGER_FRAMES):          # frames that ran eagerly after a graph break: traced again
         _C.set_code_state(code, NORMAL)

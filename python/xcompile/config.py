@@ -117,6 +117,9 @@ kernel_raise_errors: bool = _env_bool("XCOMPILE_KERNEL_RAISE_ERRORS", False)
 # take the sizes as arguments (one compile for every size); off, or where it cannot, it
 # compiles the graph once per distinct size
 dynamic_kernels: bool = _env_bool("XCOMPILE_DYNAMIC_KERNELS", True)
+# Kernel libraries (.so) kept loaded for reuse when the same kernel source is compiled again;
+# beyond it the least recently used are dropped, and unloaded once no compiled graph uses them.
+kernel_libraries_loaded: int = _env_int("XCOMPILE_KERNEL_LIBRARIES_LOADED", 256)
 # The C++ compiler for CPU kernels.
 cpp_compiler: str = os.environ.get("CXX", "g++")
 # Elements of work above which a C++ kernel's outer loop is run with OpenMP.

@@ -38,6 +38,7 @@ import types
 from dataclasses import dataclass
 from typing import Any, Collection, Mapping, Sequence
 
+from ..release import clear_on_reset
 from . import opcodes as op
 from .analysis import EXC, MAYBE, NULL, SAVED, StackInfo, analyze_stack, borrowed_slots, handler_targets, liveness
 from .edit import change_arguments, prologue_end, remove_unreachable
@@ -102,6 +103,7 @@ class _CodeFacts:
     opnames: tuple[str, ...]
 
 
+@clear_on_reset
 @functools.lru_cache(maxsize=128)
 def _facts(code: types.CodeType) -> _CodeFacts:
     instrs = disassemble(code)

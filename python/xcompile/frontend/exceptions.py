@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from ..bytecode.instr import parse_exception_table
 from ..bytecode.instructions import Instr
+from ..release import clear_on_reset
 from . import hub
 from .exc import PythonError, Unsupported
 from .tracer import Frame, handler
@@ -39,6 +40,7 @@ if TYPE_CHECKING:
 
 
 # -- the exception table ----------------------------------------------------------------------------
+@clear_on_reset
 @functools.lru_cache(maxsize=1024)
 def _table(code: types.CodeType) -> tuple[list[int], list[tuple[int, int, int, int, bool]]]:
     rows = sorted(parse_exception_table(code))

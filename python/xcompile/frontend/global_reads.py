@@ -33,6 +33,7 @@ import torch.nn.functional
 
 from ..guards.build import equals_matchable
 from ..guards.sources import CallSource
+from ..release import clear_on_reset
 from .values import ConstantValue
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ STABLE_ANSWER: set[Any] = {
 _DATA = (bool, int, float, str, bytes, type(None), list, dict, set)
 
 
+@clear_on_reset
 @functools.lru_cache(maxsize=4096)
 def _global_names(code: types.CodeType) -> tuple[str, ...]:
     return tuple({i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"})

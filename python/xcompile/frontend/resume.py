@@ -18,6 +18,7 @@ from __future__ import annotations
 import dis
 import re
 import types
+import weakref
 from dataclasses import dataclass
 from typing import cast
 
@@ -29,8 +30,11 @@ from ..bytecode.instr import create, disassemble
 from ..bytecode.resume import ResumeCode, ResumeError, check_resume_point, make_resume_code
 from ..code_states import SKIP
 
-_RESUME: dict[tuple, ResumeCode] = {}
-_STUBS: dict[tuple, types.CodeType] = {}
+# code -> {(index, NULL slots, unbound locals): its resume code} and {(index, NULL slots): stub}:
+# weak in the code, so a function made at run time and broken does not keep its code, its
+# resume codes and their C++ cache records alive once it is gone
+_RESUME: weakref.WeakKeyDictionary[types.CodeType, dict[tuple, ResumeCode]] = weakref.WeakKeyDictionary()
+_STUBS: weakref.WeakKeyDictionary[types.CodeType, dict[tuple, types.CodeType]] = weakref.WeakKeyDictionary()
 
 _CALLS = ("CALL", "CALL_FUNCTION_EX")
 # normalized conditional jumps -> (pops the condition?, jumps when the condition is ...)
@@ -120,15 +124,16 @@ def _checked(code: types.CodeType, kind: BreakKind) -> BreakKind:
 
 def resume_code(code: types.CodeType, index: int, null_positions: frozenset[int],
                 unbound: frozenset[str]) -> ResumeCode:
-    key = (code, index, null_positions, unbound)
-    rc = _RESUME.get(key)
+    key = (index, null_positions, unbound)
+    by_code = _RESUME.setdefault(code, {})
+    rc = by_code.get(key)
     if rc is None:
         try:
             rc = make_resume_code(code, index, null_positions=null_positions, unbound=unbound,
                                   name=_resume_name(code, index))
         except ResumeError as e:
             raise CannotResume(f"cannot resume at instruction {index}: {e.reason}") from e
-        _RESUME[key] = rc          # compiled through the hook on its first call, like user code
+        by_code[key] = rc          # compiled through the hook on its first call, like user code
     return rc
 
 
@@ -153,8 +158,9 @@ def stub_code(code: types.CodeType, index: int, null_positions: tuple[int, ...],
     """``stub(*operands)`` runs instruction ``index`` of ``code`` on ``operands`` (the popped
     values, bottom first, NULL slots pushed by the stub itself) and returns the pushed values
     as a tuple."""
-    key = (code, index, null_positions)
-    stub = _STUBS.get(key)
+    key = (index, null_positions)
+    stubs = _STUBS.setdefault(code, {})
+    stub = stubs.get(key)
     if stub is not None:
         return stub
     raw = disassemble(code)[index]
@@ -171,7 +177,7 @@ def stub_code(code: types.CodeType, index: int, null_positions: tuple[int, ...],
     stub = change_arguments(body, template=code.replace(co_flags=flags), argnames=names, cellvars=(),
                             freevars=(), name=name, qualname=name)
     _C.set_code_state(stub, SKIP)     # never compiled: it is the breaking instruction itself
-    _STUBS[key] = stub
+    stubs[key] = stub
     return stub
 
 

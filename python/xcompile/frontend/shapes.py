@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import traceback
 import types
+import weakref
 from typing import Any, Callable
 
 import sympy
@@ -46,6 +47,7 @@ from .. import config, log, shape_state
 from ..guards import spec
 from ..guards.shape_expr import EQ, READ, UnsupportedShapeExpr, compile_relation, text
 from ..guards.sources import Source
+from ..release import release_shape_envs
 
 
 class ShapeSource(torch._guards.Source):
@@ -75,6 +77,7 @@ class TracingShapeEnv(ShapeEnv):
     ``mark_dynamic`` error names)."""
 
     def __init__(self, where: Callable[[], traceback.FrameSummary | None], **kwargs: Any):
+        release_shape_envs()                    # the last trace's ShapeEnv is not held by them
         super().__init__(**kwargs)
         self.where = where
         self.specialized: dict[sympy.Symbol, traceback.FrameSummary | None] = {}
@@ -203,6 +206,16 @@ class ShapePolicy:
 
 
 def make_shape_env(where: Callable[[], traceback.FrameSummary | None]) -> TracingShapeEnv:
+    """``where`` (a bound method: the GraphBuilder's) is held weakly: the graph's fakes hold
+    their sizes' SymNodes from C++ (their TensorImpls), a link the cycle collector cannot see, so
+    a ShapeEnv that held the trace strongly (graph, fakes, tracer) kept all of it alive forever."""
+    if isinstance(where, types.MethodType):
+        ref = weakref.WeakMethod(where)
+
+        def where_weak() -> traceback.FrameSummary | None:
+            method = ref()
+            return method() if method is not None else None
+        where = where_weak
     return TracingShapeEnv(where, allow_scalar_outputs=bool(config.capture_scalar_outputs),
                            allow_dynamic_output_shape_ops=bool(config.capture_dynamic_output_shape_ops))
 

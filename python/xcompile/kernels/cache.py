@@ -7,6 +7,8 @@ processes never see half a file).  Triton kernels are Python modules under
 """
 from __future__ import annotations
 
+import _ctypes
+import collections
 import concurrent.futures
 import ctypes
 import functools
@@ -18,7 +20,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
+import weakref
 from pathlib import Path
+from typing import Any
 
 from .. import config
 from ..cache_dir import added, touch
@@ -127,17 +132,52 @@ def build_cpp_many(sources: list[str]) -> list[Path]:
     return [build_cpp(s, k) for k, s in zip(keys, sources)]
 
 
-_loaded: dict[str, ctypes.CDLL] = {}
+# Kernel libraries loaded in this process, by path (the source hash): a kernel built again, by
+# this compile or a later one, reuses its loaded library. The last config.kernel_libraries_loaded
+# used are held here; one dropped from here stays loaded while a compiled graph still holds one of
+# its functions (a function holds its library), and is unloaded (dlclose) when the last goes.
+# Without the cap every kernel of a long process (a server recompiling for days, a random-program
+# search) stayed mapped after reset().
+_loaded: collections.OrderedDict[str, ctypes.CDLL] = collections.OrderedDict()
+_alive: weakref.WeakValueDictionary[str, ctypes.CDLL] = weakref.WeakValueDictionary()
+UNLOADED: list[str] = []          # paths unloaded, for tests (kept short)
+_lock = threading.Lock()
+
+
+def _unload(handle: int, path: str) -> None:
+    try:
+        _ctypes.dlclose(handle)   # type: ignore[attr-defined]  # POSIX only, as the kernels
+    except OSError:
+        return
+    UNLOADED.append(path)
+    del UNLOADED[:-64]
+
+
+def _library(path: str) -> ctypes.CDLL:
+    with _lock:
+        lib = _loaded.get(path)
+        if lib is None:
+            lib = _alive.get(path)
+            if lib is None:
+                lib = _alive[path] = ctypes.CDLL(path)
+                weakref.finalize(lib, _unload, lib._handle, path)
+            _loaded[path] = lib
+        _loaded.move_to_end(path)
+        while len(_loaded) > max(1, int(config.kernel_libraries_loaded)):
+            _loaded.popitem(last=False)
+        return lib
+
+
+def loaded_libraries() -> int:
+    """How many kernel libraries this process has loaded now (held or still in use)."""
+    return len(_alive)
 
 
 def load_cpp(path: Path, symbol: str = "kernel", nargs: int = 0, returns_int: bool = False, nsizes: int = 0):
     """``symbol`` from the shared object at ``path`` as a ctypes function of ``nargs`` pointers
     and ``nsizes`` int64 sizes (returning an int64 when ``returns_int``: kernels with index
-    checks return an error code)."""
-    lib = _loaded.get(str(path))
-    if lib is None:
-        lib = _loaded[str(path)] = ctypes.CDLL(str(path))
-    fn = getattr(lib, symbol)
+    checks return an error code). The function holds its library loaded."""
+    fn: Any = _library(str(path))[symbol]     # a new function object: not cached on the library
     fn.argtypes = [ctypes.c_void_p] * nargs + [ctypes.c_int64] * nsizes
     fn.restype = ctypes.c_int64 if returns_int else None
     # how to load it again in another process (warm_cache.py describes wrappers by it)
