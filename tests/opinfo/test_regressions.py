@@ -9,6 +9,8 @@
 - ``native_group_norm`` of an empty batch with gradients: the kernel generator raised
   ZeroDivisionError (the graph then ran eagerly): ``as_strided`` of an empty base recovered the
   index with ``% 0``. Such an ``as_strided`` is an ATen call now.
+- ``var_mean`` / ``std_mean`` over no elements: the mean was 0 (Welford's accumulator starts at 0)
+  where eager gives nan; the kernel generator's mean of an empty reduction is nan now.
 """
 import warnings
 
@@ -82,3 +84,22 @@ def test_empty_as_strided_compiles(name):
     if out.requires_grad:
         out.sum().backward()
         assert all(a.grad is not None and a.grad.shape == a.shape for a in args)
+
+
+MOMENTS = {
+    "var_mean of an empty vector": lambda x: torch.var_mean(x[:0]),
+    "std_mean of an empty vector": lambda x: torch.std_mean(x[:0], correction=0),
+    "var_mean over an empty dim": lambda x: torch.var_mean(x[:0].reshape(0, 1).expand(0, 3) * 2, 0),
+    "std_mean over an empty dim, keepdim": lambda x: torch.std_mean(x[:0].reshape(0, 1) + 1, 0, keepdim=True),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", sorted(MOMENTS))
+def test_moments_of_nothing_are_nan(backend, name):
+    fn = MOMENTS[name]
+    x = torch.randn(5)
+    ref, out = fn(x), _compile(fn, backend)(x)
+    for r, o in zip(ref, out):
+        assert (o.shape, o.dtype) == (r.shape, r.dtype)
+        torch.testing.assert_close(o, r, equal_nan=True)

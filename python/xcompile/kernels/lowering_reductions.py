@@ -139,7 +139,10 @@ def _welford(L, node, x, dims, keepdim, correction, want_std, want_mean):
     var = _fit(L, L.pointwise(metas[0].dtype, m2.size, var_body, compute_dtype=acc), vshape(metas[0]))
     if not want_mean:
         return var
-    if metas[1].dtype != acc:
+    if not is_symbolic(n) and int(n) == 0:
+        # the mean of no elements is nan (0 / 0), as eager's; Welford's accumulator starts at 0
+        mean = L.pointwise(metas[1].dtype, mean.size, lambda ops, idx: _c(ops, float("nan"), acc), compute_dtype=acc)
+    elif metas[1].dtype != acc:
         mean = L.pointwise(metas[1].dtype, mean.size, mean.loader, compute_dtype=acc)
     return var, _fit(L, mean, vshape(metas[1]))
 
