@@ -41,6 +41,7 @@ def _where(code: types.CodeType) -> str:
 
 
 _COMPILE_LOCK = threading.RLock()
+_COMPILING = threading.local()          # .now: this thread is inside ConvertFrame's compile
 
 
 class BackendKey:
@@ -138,22 +139,31 @@ class ConvertFrame:
             decided, answer = stance.intercept(self, code, f_locals, f_globals, f_builtins, closure)
             if decided:
                 return answer
-        prepare_frontend()    # the first compile's imports, whole even if a signal arrives
-        # One compilation at a time (the GIL is dropped while kernels build): a thread that
-        # waited first looks at the entries the others added meanwhile.
-        n_seen = len(_C.cache_entries(code))
-        with _COMPILE_LOCK:
-            if len(_C.cache_entries(code)) > n_seen:
-                entry = self._added_meanwhile(code, n_seen, f_locals, f_globals, f_builtins, closure)
-                if entry is not None:
-                    return entry
-            counters["frames"]["total"] += 1
-            # outside_compile: a signal handler run meanwhile sees no tracing state; dump.frame: the
-            # debug dump's folder for this frame (XCOMPILE_DEBUG / config.debug_dir; one check when off)
-            with outside_compile(), dump.frame(code, self.backend_name):
-                entry = self._convert(code, f_locals, f_globals, f_builtins, closure)
-            counters["frames"]["ok"] += 1
-            return entry
+        if getattr(_COMPILING, "now", False):
+            return None       # this thread is compiling: a frame run meanwhile (a signal handler,
+            # a gc callback, a __del__) runs eagerly instead of starting a compile inside the
+            # half-done one (issue #31; its imports, its tracer, its lock are all mid-way)
+        _COMPILING.now = True
+        try:
+            prepare_frontend()    # the first compile's imports, whole even if a signal arrives
+            # One compilation at a time (the GIL is dropped while kernels build): a thread that
+            # waited first looks at the entries the others added meanwhile.
+            n_seen = len(_C.cache_entries(code))
+            with _COMPILE_LOCK:
+                if len(_C.cache_entries(code)) > n_seen:
+                    entry = self._added_meanwhile(code, n_seen, f_locals, f_globals, f_builtins, closure)
+                    if entry is not None:
+                        return entry
+                counters["frames"]["total"] += 1
+                # outside_compile: signal handlers and gc callbacks run meanwhile see no tracing
+                # state; dump.frame: the debug dump's folder for this frame (XCOMPILE_DEBUG /
+                # config.debug_dir; one check when off)
+                with outside_compile(), dump.frame(code, self.backend_name):
+                    entry = self._convert(code, f_locals, f_globals, f_builtins, closure)
+                counters["frames"]["ok"] += 1
+                return entry
+        finally:
+            _COMPILING.now = False
 
     def _owns(self, entry) -> bool:
         """Entries this callback may use (the rule is the C++ cache's: CacheEntry.usable_by)."""

@@ -9,6 +9,10 @@ into the user's graph. So while a compile runs (``outside_compile()`` around it)
 signal handler is wrapped: it runs with the dispatch modes popped, the dispatch keys, Python
 dispatcher and grad mode of the moment the compile began, and everything restored after.
 Handlers are put back when the compile ends (unless the program replaced them meanwhile).
+``gc.callbacks`` run at any allocation of the compile, fake-tensor mode active or not: each is
+wrapped the same way for the compile's thread (issue #31: one that called compiled code computed
+on fake tensors), and put back after; a compiled function it calls runs eagerly while the thread
+compiles (convert_frame), never a compile inside the half-done one.
 
 An exception a handler raises (KeyboardInterrupt from Ctrl-C or a timer) is held back until a
 safe point: raised at the tracer's next instruction (``raise_pending``) or when the compile
@@ -18,6 +22,7 @@ cannot pass it on (a fake tensor's dispatch calling back into Python), and the p
 from __future__ import annotations
 
 import contextlib
+import gc
 import signal
 import threading
 
@@ -66,16 +71,63 @@ def _wrap(handler, state: _State):
     return run
 
 
+class _GcCallback:
+    """A gc callback run, on the compiling thread, outside the compile's torch state (equal to
+    the callback it wraps, so ``gc.callbacks.remove(cb)`` meanwhile still finds it)."""
+
+    __slots__ = ("cb", "state", "thread")
+
+    def __init__(self, cb, state: _State):
+        self.cb, self.state, self.thread = cb, state, threading.get_ident()
+
+    def __call__(self, phase, info):
+        if threading.get_ident() != self.thread:
+            return self.cb(phase, info)
+        grad = torch.is_grad_enabled()
+        try:
+            with _disable_current_modes(), torch._C._DisablePythonDispatcher(), \
+                    torch._C._ForceDispatchKeyGuard(self.state.include, self.state.exclude):
+                torch._C._set_grad_enabled(self.state.grad)
+                return self.cb(phase, info)
+        finally:
+            torch._C._set_grad_enabled(grad)
+
+    def __eq__(self, other):
+        return other is self or other is self.cb or (isinstance(other, _GcCallback) and other.cb is self.cb)
+
+    def __hash__(self):
+        return hash(self.cb)
+
+
+@contextlib.contextmanager
+def _gc_callbacks_wrapped(state: _State):
+    wrapped = [_GcCallback(cb, state) for cb in gc.callbacks]
+    gc.callbacks[:] = wrapped
+    try:
+        yield
+    finally:
+        gc.callbacks[:] = [cb.cb if isinstance(cb, _GcCallback) and cb in wrapped else cb for cb in gc.callbacks]
+
+
 _depth = threading.local()
 
 
 @contextlib.contextmanager
 def outside_compile():
-    """Run the block (a compile) with the main thread's Python signal handlers wrapped."""
-    if threading.current_thread() is not threading.main_thread() or getattr(_depth, "n", 0):
-        yield                                   # handlers only run in the main thread; nested: done
+    """Run the block (a compile) with the main thread's Python signal handlers and the gc
+    callbacks wrapped."""
+    if getattr(_depth, "n", 0):
+        yield                                   # nested: done
         return
     state = _State()
+    if threading.current_thread() is not threading.main_thread():
+        _depth.n = 1                            # handlers only run in the main thread
+        try:
+            with _gc_callbacks_wrapped(state):
+                yield
+        finally:
+            _depth.n = 0
+        return
     wrapped: dict = {}
     for sig in ASYNC_SIGNALS:
         old = signal.getsignal(sig)
@@ -85,7 +137,8 @@ def outside_compile():
             signal.signal(sig, new)
     _depth.n = 1
     try:
-        yield
+        with _gc_callbacks_wrapped(state):
+            yield
     finally:
         _depth.n = 0
         for sig, (old, new) in wrapped.items():
