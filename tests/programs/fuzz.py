@@ -46,6 +46,10 @@ def worker(backend: str, start: int, end: int, minimize: bool) -> None:
         try:
             prog = proggen.make_program(seed)
             r = harness.check(prog, backend)
+        except MemoryError as ex:   # the process is spent: report it, and a new worker goes on
+            print(json.dumps({"seed": seed, "status": "crash", "msg": f"harness raised MemoryError: {ex}",
+                              "secs": round(time.time() - t, 2)}), flush=True)
+            os._exit(3)
         except Exception as ex:  # noqa: BLE001   (the harness itself: report, go on)
             r = harness.Result("crash", f"harness raised {type(ex).__name__}: {ex}")
             prog = None
@@ -56,6 +60,8 @@ def worker(backend: str, start: int, end: int, minimize: bool) -> None:
             small = harness.minimize(prog, backend, r)
             rec["small"] = repr(small)
         print(json.dumps(rec), flush=True)
+        if os.environ.get("XCOMPILE_FUZZ_DIE_AFTER") == str(seed):   # tests: a worker dying between programs
+            os._exit(9)
 
 
 def _spawn(backend, start, end, minimize):
@@ -80,9 +86,11 @@ def run_backend(backend, start, n, *, minimize, timeout, log):
     seed = start
     end = start + n
     t0 = time.time()
+    idle_deaths = 0          # workers in a row that died without starting a program
     while seed < end:
         p, q = _spawn(backend, seed, end, minimize)
         current = None
+        started = False
         while True:
             try:
                 line = q.get(timeout=timeout if not minimize else timeout * 20)
@@ -92,15 +100,27 @@ def run_backend(backend, start, n, *, minimize, timeout, log):
                 if p.poll() is None:
                     p.kill()
                 p.wait()
-                if current is None:          # died before its first program
-                    seed = end
+                if line is None and p.returncode == 0 and seed >= end:
+                    break                    # finished its range
+                if current is None:          # died between programs (after one, or before the first)
+                    why = "hung (timeout)" if line == "TIMEOUT" else f"exit {p.returncode}"
+                    print(f"[{backend}] worker died between programs ({why}) before seed {seed}: restarted",
+                          flush=True)
+                    idle_deaths = 0 if started else idle_deaths + 1
+                    if idle_deaths >= 3:     # it cannot start at all: say so, do not loop forever
+                        print(f"[{backend}] workers die before their first program: seeds {seed}..{end - 1} "
+                              "not run", flush=True)
+                        counts["not_run"] += end - seed
+                        seed = end
                     break
+                idle_deaths = 0
                 why = "hung (timeout)" if line == "TIMEOUT" else f"worker died (exit {p.returncode})"
                 rec = {"seed": current, "status": "crash", "msg": why}
                 _record(backend, rec, counts, failures, known, log)
                 seed = current + 1
                 break
             rec = json.loads(line)
+            started = True
             if "start" in rec:
                 current = rec["start"]
                 continue
@@ -109,6 +129,7 @@ def run_backend(backend, start, n, *, minimize, timeout, log):
             seed = rec["seed"] + 1
         if seed >= end:
             break
+        counts["restart"] += 1               # the worker ended with seeds left: a new one goes on
     secs = time.time() - t0
     return counts, failures, secs
 
@@ -171,7 +192,9 @@ def main(argv=None) -> int:
         new = sum(1 for f in failures if f["seed"] not in {s for (bb, s) in _imports()[2].KNOWN if bb == b})
         bad += new
         summary.append(f"{b:10s} programs {a.n:5d}  ok {counts['ok']:5d}  wrong {counts['wrong']:4d}  "
-                       f"errors {counts['error']:4d}  crashes {counts['crash']:3d}  discarded {counts['discard']:4d}  "
+                       f"errors {counts['error']:4d}  crashes {counts['crash']:3d}  restarts {counts['restart']:3d}  "
+                       f"{'not run ' + str(counts['not_run']) + '  ' if counts['not_run'] else ''}"
+                       f"discarded {counts['discard']:4d}  "
                        f"(known {counts['known']}, new {new})  {secs:7.0f}s")
     print("\nrandom programs, seeds %d..%d:" % (a.start, a.start + a.n - 1))
     print("\n".join(summary))
