@@ -129,7 +129,7 @@ def counts() -> dict[str, int]:
     c["gc_objects"] = len(gc.get_objects())
     c["linecache"] = len(linecache.cache)
     c["sys_modules"] = len(sys.modules)
-    c["kernel_libs_loaded"] = kernel_cache.loaded_libraries()
+    c["kernel_libs_loaded"] = getattr(kernel_cache, "loaded_libraries", lambda: len(kernel_cache._loaded))()
     c["kernel_libs_mapped"] = mapped_kernel_libs()
     return c
 
