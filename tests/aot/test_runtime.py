@@ -326,3 +326,23 @@ def test_input_written_through_a_detached_alias_keeps_its_gradient_path():
     gc = torch.autograd.grad(sum((o * o).sum() for o in oc), (leaf_c, w))
     for a, b in zip(gc, ge):
         torch.testing.assert_close(a, b, **TOL)
+
+
+@pytest.mark.parametrize("leaf", [True, False])
+def test_create_graph_through_saved_intermediates_never_drops_the_second_order(leaf):
+    """The backward of x.exp() reads only the saved exp(x), which has no edge to x: the second
+    autograd.grad(g, x, allow_unused=True) returned None (eager: exp(x)). It raises the
+    double-backward error now; a non-leaf input refuses create_graph at once."""
+    def f(x):
+        return (x.exp().sum(),)
+    w = rand(5, grad=True)
+    x = w if leaf else w * 2
+    cf = compile_fn(f, x)
+    if not leaf:
+        with pytest.raises(RuntimeError, match="double backward"):
+            torch.autograd.grad(cf(x)[0], x, create_graph=True)
+        return
+    (g,) = torch.autograd.grad(cf(x)[0], x, create_graph=True)
+    torch.testing.assert_close(g, x.exp(), **TOL)
+    with pytest.raises(RuntimeError, match="double backward"):
+        torch.autograd.grad(g.sum(), x, allow_unused=True)

@@ -201,7 +201,7 @@ class CompiledFunction(torch.autograd.Function):
         args = [*saved, *tangents]
         bw = art.backward_fn(args)
         if torch.is_grad_enabled():            # create_graph=True: allow once, refuse a second time
-            out = _OnceDifferentiable.apply(bw, *args)
+            out = _OnceDifferentiable.run(bw, args, _leaves_behind(ctx, args))
         else:
             out = bw(*args)
         if missing:
@@ -239,6 +239,30 @@ def _apply(art: TrainingArtifact, primals: tuple):
     return _apply_c(art, *primals)
 
 
+def _leaves_behind(ctx, args: list) -> tuple:
+    """Under create_graph=True, the leaves this op's forward took that require grad, read off
+    its node's edges (AccumulateGrad.variable: nothing is kept in the forward), so that the
+    first-order gradients hang off a node reachable from every such input: a second
+    ``autograd.grad(g, x, allow_unused=True)`` raises the double-backward error instead of
+    returning None (eager's second derivative), which it did when the backward read only
+    intermediates the forward saved (``x.exp()``: no edge to x). An input that is not a leaf
+    cannot be reached that way: unless a saved tensor connects to something, refuse at once."""
+    leaves = []
+    inner = False
+    for node, _ in ctx.next_functions:
+        if node is None:
+            continue
+        var = getattr(node, "variable", None)
+        if isinstance(var, torch.Tensor):
+            leaves.append(var)
+        else:
+            inner = True
+    if inner and not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+        raise RuntimeError(DOUBLE_BACKWARD_ERROR + " (create_graph=True through a compiled graph whose "
+                           "input is not a leaf: its gradients could not be differentiated again)")
+    return tuple(leaves)
+
+
 class _OnceDifferentiable(torch.autograd.Function):
     """The compiled backward run under create_graph=True (as torch's CompiledFunctionBackward):
     its gradients hang off a node whose inputs are the backward's own (saved primals such as x
@@ -254,11 +278,15 @@ class _OnceDifferentiable(torch.autograd.Function):
         raise RuntimeError(DOUBLE_BACKWARD_ERROR)
 
     @classmethod
-    def apply(cls, bw, *args):
-        if not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-            args = (*args, torch.empty(0, device="cpu", requires_grad=True))   # so the outputs get the node
-            return super().apply(lambda *a: bw(*a[:-1]), *args)
-        return super().apply(bw, *args)
+    def run(cls, bw, args: list, leaves: tuple):
+        """``bw(*args)`` with the node's inputs ``args`` and ``leaves`` (see _leaves_behind)."""
+        extra = leaves
+        if not extra and not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            extra = (torch.empty(0, device="cpu", requires_grad=True),)   # so the outputs get the node
+        if not extra:
+            return cls.apply(bw, *args)
+        n = len(args)
+        return cls.apply(lambda *a: bw(*a[:n]), *args, *extra)
 
 
 class EagerTraining(Exception):
