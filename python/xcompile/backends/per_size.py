@@ -146,7 +146,9 @@ def number_outputs(compile_static: Callable, gm: torch.fx.GraphModule, example_i
     graphs return tensors). None when every output is a tensor; the graph as it is (``gm.forward``,
     logged) when a number is not fixed."""
     out = gm.graph.output_node()
-    outs = list(cast(tuple, out.args[0]))
+    if not isinstance(out.args[0], (tuple, list)):
+        return None                    # one output (a graph made outside the frontend): as it is
+    outs = list(out.args[0])
     numbers: dict[int, object] = {}
     for i, o in enumerate(outs):
         v = o.meta.get("example_value") if isinstance(o, torch.fx.Node) else o
