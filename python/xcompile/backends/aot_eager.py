@@ -17,6 +17,14 @@ from .dynamic_kernels import aot_dynamic
 from .eager import scalar_graph, unstrided_graph
 from .per_size import PerSize, number_outputs, symbolic_inputs
 
+_NO_FUNCTIONAL = "Found a custom (non-ATen) operator whose output has alias annotations"
+
+
+def unfunctionalizable(e: BaseException) -> bool:
+    """Functionalization met an in-place ATen op without a functional twin it knows
+    (``aten::polygamma_``: its arguments are in another order than ``polygamma``'s)."""
+    return _NO_FUNCTIONAL in str(e)
+
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str = "min_cut"):
     runner = scalar_graph(gm, "aot_eager") or unstrided_graph(gm, "aot_eager")  # captured scalars, sparse: as is
@@ -33,9 +41,12 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str 
         return runner
     try:
         return aot_compile(gm, example_inputs, partition=partition)
-    except (DynamicOutputShapeException, DataDependentOutputException) as e:
+    except (DynamicOutputShapeException, DataDependentOutputException, RuntimeError) as e:
         # an op whose output size depends on data once decomposed (x[mask] = v on a tensor that
-        # requires grad becomes nonzero + index_put): the graph runs as it is, as inductor does
+        # requires grad becomes nonzero + index_put), or an in-place op functionalization has no
+        # functional twin for (x.polygamma_(n)): the graph runs as it is, as inductor does
+        if isinstance(e, RuntimeError) and not unfunctionalizable(e):
+            raise
         why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         warnings.warn(f"xcompile aot_eager: running this graph eagerly ({why})", RuntimeWarning, stacklevel=2)
         log.log("fallbacks", "whole graph eager: %s", why)

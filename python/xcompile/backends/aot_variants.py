@@ -22,7 +22,7 @@ from .. import log
 from ..aot.api import aot_compile, run_as_is
 from ..kernels import cudagraphs as cudagraph_replay
 from ..kernels.decompose import DECOMPOSITIONS
-from .aot_eager import aot_eager
+from .aot_eager import aot_eager, unfunctionalizable
 from .eager import scalar_graph, unstrided_graph
 from .per_size import PerSize, symbolic_inputs
 
@@ -40,7 +40,9 @@ def aot_eager_decomp_partition(gm: torch.fx.GraphModule, example_inputs: list):
         return PerSize(aot_eager_decomp_partition, gm, example_inputs, dynamic, "aot_eager_decomp_partition")
     try:
         return aot_compile(gm, example_inputs, partition="min_cut", decompositions=DECOMPOSITIONS)
-    except (DynamicOutputShapeException, DataDependentOutputException) as e:
+    except (DynamicOutputShapeException, DataDependentOutputException, RuntimeError) as e:
+        if isinstance(e, RuntimeError) and not unfunctionalizable(e):
+            raise
         why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         warnings.warn(f"xcompile aot_eager_decomp_partition: running this graph eagerly ({why})",
                       RuntimeWarning, stacklevel=2)
