@@ -14,7 +14,7 @@ DIFFUSERS_VERSION ?= 0.42.1
 EXPECTTEST_VERSION ?= 0.3.0
 BUILD_STAMP := build/.installed
 
-.PHONY: setup deps build test demo bench fuzz clean wheel check-wheel lint
+.PHONY: setup deps build test demo bench fuzz clean wheel check-wheel lint test-matrix
 
 setup: deps build
 
@@ -82,3 +82,10 @@ bench: setup
 
 clean:
 	rm -rf build
+
+# Other Pythons and torches (tools/matrix/test_matrix.sh): a kept virtualenv per pair under
+# ~/.cache/xcompile-matrix, the wheel built for it, the layer subset run through the installed
+# wheel, one line per pair. `make test-matrix PAIRS="3.12:2.14.1 3.12:2.11.0"`
+PAIRS ?= 3.12:2.14.1 3.11:2.14.1
+test-matrix:
+	tools/matrix/test_matrix.sh "$(PAIRS)"
