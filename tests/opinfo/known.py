@@ -3,7 +3,7 @@
 ``RANDOM``: ops whose eager result is random or undefined memory. Eager run twice disagrees with
 itself, so only the structure of the result (types, shapes, dtypes) is compared.
 
-``OTHERS``: ops another engineer is fixing in parallel (issue #31); the runs skip them.
+``OTHERS``: ops skipped while someone fixes them, each with the reason (none now).
 
 ``NO_GRAPH``: (op, backend) pairs whose frame gives no graph, so the call runs eagerly, with
 the reason (the default-run slice requires a graph otherwise).
@@ -52,11 +52,9 @@ RANDOM: dict[str, str] = {
     "torch.ops.aten._efficient_attention_forward": _RNG,
 }
 
-OTHERS: dict[str, str] = {
-    name: "being fixed by another engineer (issue #31)"
-    for name in ("nn.functional.multi_head_attention_forward", "nn.functional.rrelu",
-                 "nn.functional.fractional_max_pool3d", "fft.ifft", "fft.ihfft")
-}
+# (empty: the five ops once fixed in parallel, multi_head_attention_forward, rrelu,
+# fractional_max_pool3d, fft.ifft and fft.ihfft, are fixed; tests/kernels/test_opinfo_regressions.py)
+OTHERS: dict[str, str] = {}
 
 FALLBACK: dict[str, str] = {}
 

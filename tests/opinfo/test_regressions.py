@@ -118,3 +118,23 @@ def test_polygamma_in_place_runs(backend):
     ref = fn(a)
     torch.testing.assert_close(out, ref)
     torch.testing.assert_close(b, a)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("op", ["squeeze_", "unsqueeze_", "t_"])
+def test_in_place_change_of_an_inputs_dims_under_dynamic_shapes(backend, op):
+    """``x.squeeze_(0)`` changes the fake input's dims during the trace: the symbolic-size
+    guard was built from the changed fake (ValueError 'add_tensor_match: sizes has the wrong
+    number of dimensions'); it is built from the input as it arrived."""
+    fn = {"squeeze_": lambda x: x.squeeze_(0) * 2, "unsqueeze_": lambda x: x.unsqueeze_(0) * 2,
+          "t_": lambda x: x.t_() * 2}[op]
+    compiled = xcompile.compile(fn, backend=backend, dynamic=True)
+    for shape in ((1, 3), (1, 5), (1, 4)):
+        x = torch.randn(shape)
+        xe = x.clone()
+        out, ref = compiled(x), fn(xe)
+        def geometry(t):       # (a size-1 dim's stride addresses nothing)
+            return t.shape, [s for n, s in zip(t.shape, t.stride()) if n != 1]
+        assert (geometry(out), geometry(x)) == (geometry(ref), geometry(xe))
+        torch.testing.assert_close(out, ref)
+        torch.testing.assert_close(x, xe)

@@ -121,7 +121,7 @@ class ShapePolicy:
         # decided once per compile (a frame split at a break is traced twice: same answers)
         self._decided: dict[str, StatelessSymbolicContext | None] = {}
         self._decided_ints: dict[str, bool] = {}
-        self.inputs: list[tuple[Source, torch.Tensor]] = []        # symbolic inputs: (source, fake)
+        self.inputs: list[tuple[Source, _Geometry]] = []           # symbolic inputs: (source, fake's geometry)
         self.ints: list[tuple[Source, torch.SymInt]] = []          # symbolic int arguments
         self.marked: list[tuple[Source, int]] = []                 # mark_dynamic dims: (source, dim)
 
@@ -182,7 +182,9 @@ class ShapePolicy:
         return StatelessSymbolicContext(dynamic_sizes=dims, constraint_sizes=constraints)
 
     def note_input(self, source: Source, fake: torch.Tensor) -> None:
-        self.inputs.append((source, fake))
+        # the geometry as the input arrives: the trace may change the fake's in place
+        # (``x.squeeze_(0)``, ``x.t_()``), and the guards check what the caller passes
+        self.inputs.append((source, _Geometry(fake)))
 
     def int_is_symbolic(self, value: int, source: Source) -> bool:
         """A Python int argument: symbolic under dynamic=True, or once it took two values
@@ -221,6 +223,25 @@ def make_shape_env(where: Callable[[], traceback.FrameSummary | None]) -> Tracin
 
 
 _INT64_MIN = -(2**63)
+
+
+class _Geometry:
+    """A fake input's sizes, strides and offset when the trace met it (``size``, ``stride`` and
+    ``storage_offset`` as a tensor answers them)."""
+
+    __slots__ = ("_offset", "_size", "_stride")
+
+    def __init__(self, fake: torch.Tensor):
+        self._size, self._stride, self._offset = tuple(fake.size()), tuple(fake.stride()), fake.storage_offset()
+
+    def size(self, d: int | None = None) -> Any:
+        return self._size if d is None else self._size[d]
+
+    def stride(self) -> tuple:
+        return self._stride
+
+    def storage_offset(self) -> Any:
+        return self._offset
 
 
 def _expr(v: Any) -> Any:
