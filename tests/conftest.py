@@ -30,3 +30,11 @@ def fresh_compilers():
     yield
     xcompile.reset()
     torch._dynamo.reset()
+
+
+def pytest_collection_finish(session):
+    """torch's test library (torch.testing._internal.common_utils, imported by the OpInfo
+    tests for op_db) calls torch.backends.disable_global_flags() when imported, for the whole
+    process: tests that set torch.backends flags as users do (tests/e2e/test_global_state_reads)
+    then raised. Collection has imported it by now; setting flags is allowed again."""
+    setattr(torch.backends, "__allow_nonbracketed_mutation_flag", True)
