@@ -37,4 +37,5 @@ def pytest_collection_finish(session):
     tests for op_db) calls torch.backends.disable_global_flags() when imported, for the whole
     process: tests that set torch.backends flags as users do (tests/e2e/test_global_state_reads)
     then raised. Collection has imported it by now; setting flags is allowed again."""
-    setattr(torch.backends, "__allow_nonbracketed_mutation_flag", True)
+    # (the flag is a global of the functions that read it; torch.backends itself may be another object)
+    torch.backends.flags_frozen.__globals__["__allow_nonbracketed_mutation_flag"] = True
