@@ -11,6 +11,7 @@ import textwrap
 import pytest
 import torch
 
+from . import harness, proggen
 from .harness import check_source
 
 BACKENDS = ("eager", "aot_eager", "inductor")
@@ -415,3 +416,13 @@ def test_view_write_into_an_input_traced_at_offset_zero_then_called_at_an_offset
             a1[:, 0] = 0.5
             return (a0.cos() + a1[:, 1].sum(), )
         """, _fresh_then_offset, backend, calls=3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_seed_50035_masked_write_after_a_try_break(backend):
+    """``v1[a2 < 0] *= 2`` on a tensor that requires grad, in the resume function after a break
+    in a try, with an int that turned symbolic: aot_eager's symbolic-size path raised
+    DynamicOutputShapeException (nonzero) out of the backend instead of running the graph as
+    it is, as its static path does."""
+    r = harness.check(proggen.make_program(50035), backend)
+    assert r.status == "ok", f"{r.status}: {r.msg}"

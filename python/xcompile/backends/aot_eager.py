@@ -30,22 +30,22 @@ def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str 
     runner = scalar_graph(gm, "aot_eager") or unstrided_graph(gm, "aot_eager")  # captured scalars, sparse: as is
     if runner is not None:
         return runner
-    dynamic = symbolic_inputs(gm)
-    if dynamic:          # symbolic sizes: graphs traced once for all sizes, else once per size
-        return aot_dynamic(gm, example_inputs, partition) or \
-            PerSize(lambda g, inputs: aot_eager(g, inputs, partition=partition), gm, example_inputs,
-                    dynamic, "aot_eager")
-    runner = number_outputs(lambda g, inputs: aot_eager(g, inputs, partition=partition), gm, example_inputs,
-                            "aot_eager")
-    if runner is not None:             # sizes returned as numbers: compiled without them
-        return runner
     try:
+        dynamic = symbolic_inputs(gm)
+        if dynamic:          # symbolic sizes: graphs traced once for all sizes, else once per size
+            return aot_dynamic(gm, example_inputs, partition) or \
+                PerSize(lambda g, inputs: aot_eager(g, inputs, partition=partition), gm, example_inputs,
+                        dynamic, "aot_eager")
+        runner = number_outputs(lambda g, inputs: aot_eager(g, inputs, partition=partition), gm,
+                                example_inputs, "aot_eager")
+        if runner is not None:             # sizes returned as numbers: compiled without them
+            return runner
         return aot_compile(gm, example_inputs, partition=partition)
     except (DynamicOutputShapeException, DataDependentOutputException, RuntimeError) as e:
         # an op whose output size depends on data once decomposed (x[mask] = v on a tensor that
         # requires grad becomes nonzero + index_put), or an in-place op functionalization has no
         # functional twin for (x.polygamma_(n)): the graph runs as it is, as inductor does
-        if isinstance(e, RuntimeError) and not unfunctionalizable(e):
+        if not isinstance(e, (DynamicOutputShapeException, DataDependentOutputException)) and not unfunctionalizable(e):
             raise
         why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         warnings.warn(f"xcompile aot_eager: running this graph eagerly ({why})", RuntimeWarning, stacklevel=2)

@@ -41,7 +41,7 @@ def aot_eager_decomp_partition(gm: torch.fx.GraphModule, example_inputs: list):
     try:
         return aot_compile(gm, example_inputs, partition="min_cut", decompositions=DECOMPOSITIONS)
     except (DynamicOutputShapeException, DataDependentOutputException, RuntimeError) as e:
-        if isinstance(e, RuntimeError) and not unfunctionalizable(e):
+        if not isinstance(e, (DynamicOutputShapeException, DataDependentOutputException)) and not unfunctionalizable(e):
             raise
         why = f"{type(e).__name__}: {str(e).splitlines()[0][:200]}"
         warnings.warn(f"xcompile aot_eager_decomp_partition: running this graph eagerly ({why})",
