@@ -211,3 +211,19 @@ def test_backward_never_runs_the_grad_fn_of_an_input_no_gradient_reaches(backend
     clamp_then_unused(a)[0].sum().backward()
     c(b)[0].sum().backward()                  # raised 'modified by an inplace operation' on aot_eager
     torch.testing.assert_close(b.grad, a.grad)
+
+
+def test_indexing_inside_try_finally_stays_one_graph():
+    """A ``finally`` catches nothing: transformers wraps each model's forward in try/finally
+    (restoring its config), and an embedding there broke every model's graph."""
+    emb = torch.nn.Embedding(10, 4)
+
+    def f(ids):
+        try:
+            return emb(ids) * 2
+        finally:
+            emb.training = emb.training
+
+    ids = torch.tensor([1, 2, 3])
+    out = xcompile.compile(f, backend="eager", fullgraph=True)(ids)
+    torch.testing.assert_close(out, f(ids))

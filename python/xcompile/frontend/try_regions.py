@@ -4,11 +4,13 @@ A graph op whose failure the fake run cannot see (an index out of bounds in a te
 write whose source overlaps its target: ``y[idx] = x`` with ``y`` and ``x`` one tensor) raises
 when the graph runs, outside the traced ``try``: eager's ``except`` would have caught it, the
 compiled call raised it out (or, functionalized by AOT, it did not raise at all and wrote the
-input). So when a step of a frame that an ``except`` (or ``finally``) block covers adds such an
-op, the step is a graph break: a break inside a ``try`` cannot resume, so the frame runs
+input). So when a step of a frame that an ``except`` block covers adds such an op, the step is
+a graph break: a break inside a ``try`` cannot resume, so the frame runs
 eagerly, with Python's own ``try``. Ops that cannot fail at run time (pointwise math,
 reductions, views: their errors are shape and dtype errors the fake run raises while tracing)
-keep the frame compiled.
+keep the frame compiled. A ``finally`` alone catches nothing (the error reaches the caller
+either way), so it keeps the frame compiled: transformers wraps every model's forward in a
+``try``/``finally`` that restores its config, and breaking there put no model in one graph.
 """
 from __future__ import annotations
 
@@ -41,14 +43,14 @@ _INPLACE_OPERATORS = frozenset({operator.iadd, operator.isub, operator.imul, ope
 
 
 def catching_offsets(code: types.CodeType) -> frozenset[int]:
-    """Byte offsets of the instructions of ``code`` an ``except`` or ``finally`` block covers."""
+    """Byte offsets of the instructions of ``code`` an ``except`` block covers."""
     got = _CATCHING.get(code)
     if got is None:
         got = _NONE
         if code.co_exceptiontable:
             instrs = disassemble(code)
             got = frozenset(ins.offset for i, ins in enumerate(instrs)
-                            if any(handler_kind(instrs, e) in ("except", "finally")
+                            if any(handler_kind(instrs, e) == "except"
                                    for e in active_handlers(instrs, i)))
         _CATCHING[code] = got
     return got
