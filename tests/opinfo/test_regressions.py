@@ -138,3 +138,16 @@ def test_in_place_change_of_an_inputs_dims_under_dynamic_shapes(backend, op):
         assert (geometry(out), geometry(x)) == (geometry(ref), geometry(xe))
         torch.testing.assert_close(out, ref)
         torch.testing.assert_close(x, xe)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_squeeze_in_place_of_a_symbolic_dim_does_not_crash(backend):
+    """``x.squeeze_(2)`` with dim 2 symbolic (OpInfo's squeeze sample on inductor-dynamic): the
+    trace ran torch's squeeze_ kernel on the fake, which died in C++ (SIGSEGV in as_strided_)
+    on every backend; it runs eagerly now."""
+    compiled = xcompile.compile(lambda x: x.squeeze_(2) * 2, backend=backend, dynamic=True)
+    for shape in ((5, 1, 5, 1), (4, 1, 3, 1)):
+        x = torch.randn(shape)
+        xe = x.clone()
+        torch.testing.assert_close(compiled(x), xe.squeeze_(2) * 2)
+        assert x.shape == xe.shape

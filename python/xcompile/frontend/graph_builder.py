@@ -269,6 +269,12 @@ class GraphBuilder:
     def run_fake(self, fn: Callable, fargs, fkwargs, what: str):
         for check in self.op_checks:
             check(what)
+        if what.rsplit(".", 1)[-1] == "squeeze_" and fargs and isinstance(fargs[0], torch.Tensor) \
+                and any(isinstance(d, torch.SymInt) for d in fargs[0].shape):
+            # torch's own squeeze_ kernel on a fake with symbolic sizes dies in C++ (a segfault
+            # in as_strided_, torch 2.13 and 2.14): never run it at trace time
+            raise Unsupported(f"{what} of a tensor with symbolic sizes",
+                              "Eager runs it (torch's squeeze_ kernel cannot run on symbolic sizes).")
         if what.rsplit(".", 1)[-1] in _EMPTY_CHECKED and fargs and isinstance(fargs[0], torch.Tensor) \
                 and guard_or_false(fargs[0].numel() == 0):   # unknown (a data-dependent size): no
             # max/min/argmax... of an empty tensor: eager raises, the meta kernel does not (and a
