@@ -50,10 +50,31 @@ def catching_offsets(code: types.CodeType) -> frozenset[int]:
         if code.co_exceptiontable:
             instrs = disassemble(code)
             got = frozenset(ins.offset for i, ins in enumerate(instrs)
-                            if any(handler_kind(instrs, e) == "except"
+                            if any(handler_kind(instrs, e) == "except" and _may_catch_run_time_errors(instrs, e)
                                    for e in active_handlers(instrs, i)))
         _CATCHING[code] = got
     return got
+
+
+# The classes a tensor op's run-time failure is (RuntimeError, IndexError, ValueError) and their
+# bases: an except clause naming any other class (``except NotImplementedError:`` around
+# transformers' static-cache index_copy_) cannot see it, so it keeps the frame compiled.
+_CATCHES_RUN_TIME = frozenset({"Exception", "BaseException", "RuntimeError", "IndexError", "LookupError",
+                               "ValueError"})
+_NAME_LOADS = frozenset({"LOAD_GLOBAL", "LOAD_NAME"})
+
+
+def _may_catch_run_time_errors(instrs: list, entry) -> bool:
+    """Whether an except block's clauses may catch a tensor op's run-time error: a clause
+    naming a class in _CATCHES_RUN_TIME, or one whose class is not a plain name (a tuple, an
+    attribute, a local: assumed to catch)."""
+    k = next(i for i, x in enumerate(instrs) if x is entry.target)
+    for j in range(k + 1, min(k + 40, len(instrs))):
+        if instrs[j].opname in ("CHECK_EXC_MATCH", "CHECK_EG_MATCH"):
+            cls = instrs[j - 1]
+            if cls.opname not in _NAME_LOADS or cls.argval in _CATCHES_RUN_TIME:
+                return True
+    return False
 
 
 def _has_tensor_index(node: torch.fx.Node) -> bool:
