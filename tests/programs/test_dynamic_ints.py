@@ -227,3 +227,21 @@ def test_indexing_inside_try_finally_stays_one_graph():
     ids = torch.tensor([1, 2, 3])
     out = xcompile.compile(f, backend="eager", fullgraph=True)(ids)
     torch.testing.assert_close(out, f(ids))
+
+
+def test_indexing_under_an_except_that_cannot_catch_it_stays_one_graph():
+    """transformers' static cache: ``try: keys.index_copy_(...) except NotImplementedError:``.
+    A NotImplementedError clause cannot see an index error, so the frame stays compiled (the
+    break recompiled Llama's decode step for every token)."""
+    def f(cache, pos, x):
+        try:
+            cache.index_copy_(0, pos, x)
+        except NotImplementedError:
+            cache[pos] = x
+        return cache * 2
+
+    cache, pos, x = torch.zeros(6, 2), torch.tensor([1, 3]), torch.randn(2, 2)
+    ce = cache.clone()
+    out = xcompile.compile(f, backend="eager", fullgraph=True)(cache, pos, x)
+    torch.testing.assert_close(out, f(ce, pos, x))
+    torch.testing.assert_close(cache, ce)
