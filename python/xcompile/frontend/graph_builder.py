@@ -249,7 +249,7 @@ class GraphBuilder:
         if isinstance(v, scalars.SymSliceValue):
             pairs = [self.unpack(p) for p in v.parts]
             return slice(*(p for p, _ in pairs)), slice(*(f for _, f in pairs))
-        if isinstance(v, TupleValue) and v.cls is not tuple:
+        if isinstance(v, TupleValue) and v.cls is not tuple and v.cls is not torch.Size:  # (a Size: a tuple)
             raise Unsupported(f"passing a {v.describe()} to a torch operator",
                               "Pass its fields (plain tensors and constants) instead.")
         if isinstance(v, (NewObjectValue, UserObjectValue)) and isinstance(v.storage, (TupleValue, ListValue)):
