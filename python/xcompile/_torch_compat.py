@@ -12,6 +12,11 @@ What differs, by torch version:
   method with ``__self__`` the class, and there is no ``__func__`` to mark.
 - torch.fx's "symbolic tracing is on" flag: the module global ``_is_fx_tracing_flag`` up to 2.13;
   from 2.14 a thread-local read by ``torch.fx._symbolic_trace._get_is_fx_tracing()``.
+- the fake-tensor rule of ``aten.select.int`` (``torch._subclasses.fake_impls``): torch 2.11's
+  does not check the index against the size, so ``x.select(0, 99)`` on a 4-row tensor traced as
+  a view at storage offset 99 instead of raising eager's IndexError. A compiled graph then read
+  past the tensor (another row of its storage: a wrong answer where eager raises) or failed in
+  ``as_strided`` with a RuntimeError. On that torch the rule is wrapped here with 2.12's check.
 """
 from __future__ import annotations
 
@@ -19,7 +24,10 @@ import types
 from typing import Any
 
 import torch
+import torch._subclasses.fake_impls as _fake_impls
 import torch.fx._symbolic_trace as _fx_symbolic_trace
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import guard_or_false
 
 TORCH_VERSION: tuple[int, int] = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])  # type: ignore[assignment]
 
@@ -53,4 +61,29 @@ def is_fx_tracing() -> bool:
     return bool(_fx_symbolic_trace._is_fx_tracing_flag)
 
 
-__all__ = ["AUTOGRAD_FUNCTION_APPLY", "TORCH_VERSION", "autograd_function_of_apply", "is_fx_tracing"]
+# -- fake tensors: aten.select.int's index range -------------------------------------------------------
+# torch 2.11's rule (fake_impls.meta_select) reads the index without checking it (2.12 added the check)
+FAKE_SELECT_CHECKS_RANGE = TORCH_VERSION >= (2, 12)
+
+
+def _range_checked_select(rule: Any) -> Any:
+    def select(fake_mode: Any, func: Any, self: Any, dim: int, index: Any) -> Any:
+        if not self.is_sparse and self.dim() != 0:
+            d = dim if dim >= 0 else dim + self.dim()
+            size = self.size(d)
+            if guard_or_false(index >= size) or guard_or_false(index < -size):
+                torch._check_index(False, lambda: f"select(): index {index} out of range for tensor of size "
+                                                  f"{list(self.size())} at dimension {d}")
+        return rule(fake_mode, func, self, dim, index)
+    select.__wrapped__ = rule  # type: ignore[attr-defined]
+    return select
+
+
+if not FAKE_SELECT_CHECKS_RANGE:
+    _select = torch.ops.aten.select.int
+    _fake_impls.op_implementations_dict[_select] = _range_checked_select(_fake_impls.op_implementations_dict[_select])
+    FakeTensorMode.cache_clear()        # nothing traced before this import keeps the unchecked view
+
+
+__all__ = ["AUTOGRAD_FUNCTION_APPLY", "FAKE_SELECT_CHECKS_RANGE", "TORCH_VERSION", "autograd_function_of_apply",
+           "is_fx_tracing"]

@@ -3,6 +3,7 @@
 A failure names the symbol, so a torch that moves one again says what to mend."""
 import threading
 
+import pytest
 import torch
 import torch.fx
 
@@ -53,3 +54,38 @@ def test_is_fx_tracing_in_another_thread_while_not_tracing():
     t.start()
     t.join()
     assert out == [False]
+
+
+@pytest.mark.parametrize("shape_env", [False, True])
+@pytest.mark.parametrize("index", [4, 99, -5, -99])
+def test_fake_select_checks_the_index_range(index, shape_env):
+    # torch 2.11's fake rule made a view at storage offset `index` (compat wraps it there)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    with FakeTensorMode(shape_env=ShapeEnv() if shape_env else None) as mode:
+        x = mode.from_tensor(torch.randn(4, 3))
+        with pytest.raises(IndexError, match="out of range"):
+            x.select(0, index)
+        assert x.select(0, -4).storage_offset() == 0, "torch._subclasses.fake_impls aten.select.int"
+        assert x.select(1, 2).storage_offset() == 2, "torch._subclasses.fake_impls aten.select.int"
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_compiled_select_past_the_end_raises_as_eager_does(backend):
+    # x[:2].select(0, 3) is row 3 of x's storage: compiled on 2.11 it returned that row
+    import xcompile
+
+    def view(x):
+        return x[:2].select(0, 3)
+
+    def computed(x):
+        return (x[:2] * 1).select(0, 3) + 1
+
+    x = torch.arange(12.0).reshape(4, 3)
+    for fn in (view, computed):
+        xcompile.reset()
+        with pytest.raises(IndexError, match="out of range"):
+            fn(x)
+        with pytest.raises(IndexError, match="out of range"):
+            xcompile.compile(fn, backend=backend)(x)
