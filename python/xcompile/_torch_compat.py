@@ -17,6 +17,12 @@ What differs, by torch version:
   a view at storage offset 99 instead of raising eager's IndexError. A compiled graph then read
   past the tensor (another row of its storage: a wrong answer where eager raises) or failed in
   ``as_strided`` with a RuntimeError. On that torch the rule is wrapped here with 2.12's check.
+- ``torch.cond`` and ``torch.while_loop`` called outside dynamo compile a wrapper of their
+  higher-order op with ``torch.compile``. Under make_fx (xcompile's AOT trace of a graph that
+  holds one) 2.13 and 2.14 skip that frame and call the op; 2.11 traces it with dynamo inside
+  our trace and fails ("Mixing fake modes NYI"). A graph calls the ops themselves
+  (``torch._higher_order_ops.cond.cond_op``, ``.while_loop.while_loop_op``), what those two
+  functions call on every version: no dynamo in between, eagerly or traced.
 """
 from __future__ import annotations
 
@@ -26,6 +32,9 @@ from typing import Any
 import torch
 import torch._subclasses.fake_impls as _fake_impls
 import torch.fx._symbolic_trace as _fx_symbolic_trace
+import torch.utils._pytree as pytree
+from torch._higher_order_ops.cond import cond_op as _cond_op
+from torch._higher_order_ops.while_loop import while_loop_op as _while_loop_op
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import guard_or_false
 
@@ -85,5 +94,27 @@ if not FAKE_SELECT_CHECKS_RANGE:
     FakeTensorMode.cache_clear()        # nothing traced before this import keeps the unchecked view
 
 
+# -- torch.cond / torch.while_loop in a graph -----------------------------------------------------------
+def cond(pred: Any, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
+    """``torch.cond(pred, true_fn, false_fn, operands)`` (a tensor predicate, flat tensor operands).
+    The op's branches return flat tuples (its autograd iterates them): the branches' results are
+    flattened here and the op's unflattened as they were."""
+    spec: list[Any] = [None]
+
+    def flat(fn: Any) -> Any:
+        def branch(*a: Any) -> tuple:
+            out, spec[0] = pytree.tree_flatten(fn(*a))
+            return tuple(out)
+        return branch
+    out = _cond_op(pred, flat(true_fn), flat(false_fn), tuple(operands))
+    return pytree.tree_unflatten(list(out), spec[0])
+
+
+def while_loop(cond_fn: Any, body_fn: Any, carried: tuple, additional: tuple = ()) -> Any:
+    """``torch.while_loop(cond_fn, body_fn, carried)`` (flat tensor carried inputs; ``additional``:
+    more inputs both functions read after the carried ones, not carried)."""
+    return _while_loop_op(cond_fn, body_fn, tuple(carried), tuple(additional))
+
+
 __all__ = ["AUTOGRAD_FUNCTION_APPLY", "FAKE_SELECT_CHECKS_RANGE", "TORCH_VERSION", "autograd_function_of_apply",
-           "is_fx_tracing"]
+           "cond", "is_fx_tracing", "while_loop"]

@@ -89,3 +89,23 @@ def test_compiled_select_past_the_end_raises_as_eager_does(backend):
             fn(x)
         with pytest.raises(IndexError, match="out of range"):
             xcompile.compile(fn, backend=backend)(x)
+
+
+def test_cond_and_while_loop_ops_run_eagerly_and_under_make_fx():
+    # torch._higher_order_ops.cond.cond_op / .while_loop.while_loop_op, called without dynamo
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def f(p, x):
+        c = compat.cond(p, lambda a: a.sin(), lambda a: a.cos(), (x,))
+        (w,) = compat.while_loop(lambda a: a.sum() < 10, lambda a: (a + 1,), (x,))
+        return c, w
+
+    x, p = torch.zeros(3), torch.tensor(True)
+    assert torch.equal(f(p, x)[0], x.sin()), "torch._higher_order_ops.cond.cond_op"
+    assert torch.equal(f(p, x)[1], torch.full((3,), 4.0)), "torch._higher_order_ops.while_loop.while_loop_op"
+    for mode in ("real", "fake"):
+        gm = make_fx(f, tracing_mode=mode)(p, x)
+        targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
+        assert torch.ops.higher_order.cond in targets, "torch._higher_order_ops.cond.cond_op under make_fx"
+        assert torch.ops.higher_order.while_loop in targets, "while_loop_op under make_fx"
+        assert torch.equal(gm(torch.tensor(False), x)[0], x.cos())

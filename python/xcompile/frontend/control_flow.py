@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 
-from .. import _C
+from .. import _C, _torch_compat
 from . import func_regions, hub, scalars
 from .exc import Unsupported
 from .values import ConstantValue, ListValue, TensorValue, TupleValue, Value
@@ -28,10 +28,10 @@ if TYPE_CHECKING:
     from .tracer import Tracer
 
 
-# Run eagerly (the eager backend, a graph break), these compile their functions with torch.compile:
-# no frame below them is xcompile's to compile.
-_COND = _C.untraced(torch.cond)
-_WHILE_LOOP = _C.untraced(getattr(torch, "while_loop", torch.cond))
+# The higher-order ops themselves (not torch.cond, which compiles a wrapper with torch.compile when
+# called outside dynamo: _torch_compat), run untraced: no frame below them is xcompile's to compile.
+_COND = _C.untraced(_torch_compat.cond)
+_WHILE_LOOP = _C.untraced(_torch_compat.while_loop)
 
 
 def _operands(tx: "Tracer", v: Value | None, op: str) -> list[TensorValue]:
@@ -89,12 +89,42 @@ def cond(tx: "Tracer", obj: Any, args: list[Value], kwargs: dict[str, Value]) ->
     outside, (true_call, false_call) = _bodies(
         tx, [("true_fn", bound["true_fn"]), ("false_fn", bound["false_fn"])], operands, "torch.cond")
 
+    n, (slots, firsts) = len(operands), _lifted(outside)
+
     def run(pred, ops, outside):
-        return _COND(pred, lambda *a: true_call(outside, *a), lambda *a: false_call(outside, *a), tuple(ops))
+        # the outside tensors and sizes are operands too (as dynamo lifts them): the op's autograd
+        # differentiates them, and its tracer sees them as inputs of the branch graphs
+        def branch(call):
+            return lambda *a: call(_outside(a[n:], outside, slots), *a[:n])
+        return _COND(pred, branch(true_call), branch(false_call), (*ops, *(outside[i] for i in firsts)))
 
     run.__name__ = run.__qualname__ = "cond"
     return tx.gb.call("call_function", run, [pred, TupleValue(list(operands)), TupleValue(outside)],
                       what="torch.cond")
+
+
+def _lifted(outside: list[Value]) -> tuple[list[int | None], list[int]]:
+    """The outside values the higher-order op takes as extra operands: tensors and integer sizes,
+    each node once (an operand given twice is an alias the op refuses). Per outside value its
+    place among them, or None (SymFloat and SymBool stay read from outside); and the index of
+    each one's first occurrence."""
+    slots: list[int | None] = []
+    place: dict[torch.fx.Node, int] = {}
+    firsts: list[int] = []
+    for i, v in enumerate(outside):
+        if isinstance(v, TensorValue) or (isinstance(v, scalars.SymScalarValue) and isinstance(v.sym, torch.SymInt)):
+            if v.node not in place:
+                place[v.node] = len(firsts)
+                firsts.append(i)
+            slots.append(place[v.node])
+        else:
+            slots.append(None)
+    return slots, firsts
+
+
+def _outside(lifted: tuple, outside: tuple, slots: list[int | None]) -> list:
+    """The outside values in their order: the lifted operands the op passes, the rest as given."""
+    return [outside[i] if s is None else lifted[s] for i, s in enumerate(slots)]
 
 
 def _constant(v: Value) -> bool | None:
@@ -113,11 +143,15 @@ def while_loop(tx: "Tracer", obj: Any, args: list[Value], kwargs: dict[str, Valu
     outside, (cond_call, body_call) = _bodies(
         tx, [("cond_fn", bound["cond_fn"]), ("body_fn", bound["body_fn"])], carried, "torch.while_loop")
 
+    n, (slots, firsts) = len(carried), _lifted(outside)
+
     def run(carried_in, outside):
+        # the outside tensors and sizes are the op's additional inputs (as dynamo lifts them)
         def body_fn(*a):
-            out = body_call(outside, *a)
+            out = body_call(_outside(a[n:], outside, slots), *a[:n])
             return tuple(out) if isinstance(out, (tuple, list)) else (out,)
-        return _WHILE_LOOP(lambda *a: cond_call(outside, *a), body_fn, tuple(carried_in))
+        return _WHILE_LOOP(lambda *a: cond_call(_outside(a[n:], outside, slots), *a[:n]), body_fn,
+                           tuple(carried_in), tuple(outside[i] for i in firsts))
 
     run.__name__ = run.__qualname__ = "while_loop"
     run.makes_fresh_sizes = True       # type: ignore[attr-defined]  # (aot/joint.makes_fresh_sizes)
