@@ -31,6 +31,8 @@ def _ensure_importable() -> None:
 
 _ensure_importable()
 
+import emit_helper as emit  # noqa: E402
+
 from xcompile.bytecode import opcodes as op  # noqa: E402
 from xcompile.bytecode.assemble import assemble  # noqa: E402
 from xcompile.bytecode.edit import insert_before  # noqa: E402
@@ -134,7 +136,7 @@ def snapshot_before(fn: types.FunctionType, index: int, depth: int, args, kwargs
     instrs = disassemble(code)
     index = resume_target_index(instrs, index)   # not between KW_NAMES and its CALL
     grab = [create("STORE_FAST", 0, f"__snap_s{p}") for p in reversed(range(depth))]
-    grab += [create("LOAD_CLOSURE", 0, c) for c in code.co_cellvars]
+    grab += [emit.load_closure(c) for c in code.co_cellvars]
     grab += [create("BUILD_TUPLE", len(code.co_cellvars)), create("STORE_FAST", 0, "__snap_cells")]
     ret = create("RETURN_VALUE")
     grab += [create("LOAD_CONST", None, None), ret]

@@ -2,7 +2,8 @@
 
 The frontend's code generator and ``split.py`` describe *what* to run (call this with n
 arguments, make a closure from that code object); these functions return the instructions
-the running CPython wants for it (3.11: ``PRECALL`` + ``CALL``; 3.12: ``CALL``).
+the running CPython wants for it (3.11: ``PRECALL`` + ``CALL``; 3.12: ``CALL``; 3.13: the
+NULL above the callable, closures through ``LOAD_FAST`` and ``SET_FUNCTION_ATTRIBUTE``).
 """
 from __future__ import annotations
 
@@ -30,6 +31,20 @@ def load_global(name: str, *, push_null: bool = False) -> Instruction:
     return create("LOAD_GLOBAL", int(push_null), name)
 
 
+def load_closure(name: str) -> Instruction:
+    """Push the cell of a cell or free variable (3.13: LOAD_CLOSURE is a pseudo-op the compiler
+    writes as LOAD_FAST of the cell's slot)."""
+    return create("LOAD_FAST" if op.FACTS.null_above_callable else "LOAD_CLOSURE", None, name)
+
+
+def with_null(load_callable: list[Instruction]) -> list[Instruction]:
+    """The instructions that push a callable, with the NULL a following ``call`` needs: below
+    the callable (3.11, 3.12) or above it (3.13)."""
+    if op.FACTS.null_above_callable:
+        return load_callable + [create("PUSH_NULL")]
+    return [create("PUSH_NULL")] + load_callable
+
+
 def call(nargs: int) -> list[Instruction]:
     """Call with the stack ``[NULL, callable, arg1..argN]`` (or ``[callable, self, args]``);
     leaves the result."""
@@ -42,10 +57,13 @@ def make_function(code: types.CodeType, closure: Sequence[str] = ()) -> list[Ins
     frame's cell or free variables for the new function's ``co_freevars``, in order."""
     if tuple(closure) != tuple(code.co_freevars):
         raise ValueError(f"closure {tuple(closure)} != co_freevars {code.co_freevars}")
+    flags = op.has_arg("MAKE_FUNCTION")          # 3.13: no flags, SET_FUNCTION_ATTRIBUTE instead
     if not closure:
-        return [load_const(code), create("MAKE_FUNCTION", 0)]
-    cells = [create("LOAD_CLOSURE", None, name) for name in closure]
-    return cells + [create("BUILD_TUPLE", len(closure)), load_const(code), create("MAKE_FUNCTION", 0x08)]
+        return [load_const(code), create("MAKE_FUNCTION", 0 if flags else None)]
+    cells = [load_closure(name) for name in closure] + [create("BUILD_TUPLE", len(closure)), load_const(code)]
+    if flags:
+        return cells + [create("MAKE_FUNCTION", 0x08)]
+    return cells + [create("MAKE_FUNCTION"), create("SET_FUNCTION_ATTRIBUTE", 0x08)]
 
 
 def return_value() -> Instruction:

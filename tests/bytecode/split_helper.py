@@ -6,7 +6,7 @@ returns what it returns:
 
     <original instructions, unchanged, up to wherever control goes>
     at i:  STORE_FAST __split_s{k-1} ... __split_s0      (the stack, top first)
-           PUSH_NULL; <MAKE_FUNCTION resume code, closure = this frame's cells>
+           PUSH_NULL; <MAKE_FUNCTION resume code, closure = this frame's cells>  (3.13: NULL after)
            LOAD_FAST <arguments in ResumeCode.arg_sources order>
            CALL; RETURN_VALUE
 
@@ -23,7 +23,7 @@ import emit_helper as emit
 from xcompile.bytecode.analysis import MAYBE, SAVED, analyze_stack, argument_names, bound_locals
 from xcompile.bytecode.assemble import assemble
 from xcompile.bytecode.edit import insert_before
-from xcompile.bytecode.instr import create, disassemble
+from xcompile.bytecode.instr import disassemble
 from xcompile.bytecode.resume import ResumeCode, ResumeError, make_resume_code, resume_target_index
 
 
@@ -49,7 +49,7 @@ def split_code(code: types.CodeType, index: int) -> tuple[types.CodeType, Resume
         raise ResumeError(f"locals {unknown} may be unbound here")
     k = len(stack or ())
     handoff = [emit.store_fast(f"__split_s{p}") for p in reversed(range(k))]
-    handoff += [create("PUSH_NULL")] + emit.make_function(rc.code, rc.freevars)
+    handoff += emit.with_null(emit.make_function(rc.code, rc.freevars))
     handoff += [emit.load_fast(f"__split_s{v}" if kind == "stack" else v) for kind, v in rc.arg_sources]
     handoff += emit.call(len(rc.arg_sources)) + [emit.return_value()]
     at = resume_target_index(instrs, index)

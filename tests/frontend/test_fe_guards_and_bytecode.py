@@ -77,18 +77,27 @@ def test_decoder_normalizes_this_version():
     assert names - set(HANDLERS) == set(), "opcodes without a handler"
 
 
-def test_version_table_covers_311_and_312():
-    assert set(TABLE) == {(3, 11), (3, 12)}
+def test_version_table_covers_311_to_313():
+    assert set(TABLE) == {(3, 11), (3, 12), (3, 13)}
     assert TABLE[(3, 12)].load_attr_method_bit and not TABLE[(3, 11)].load_attr_method_bit
     assert TABLE[(3, 12)].for_iter_skips_end_for
+    t13 = TABLE[(3, 13)]
+    assert t13.null_above_callable and not TABLE[(3, 12)].null_above_callable
+    assert (t13.for_iter_skip, t13.end_for_pops) == (2, 1) and TABLE[(3, 12)].for_iter_skip == 1
+    assert not t13.make_function_flags and t13.closure_by_load_fast
 
 
-_PY312 = "/root/.pyenv/versions/3.12.1/bin/python3.12"
+_OTHER_PYTHONS = {(3, 12): "/root/.pyenv/versions/3.12.1/bin/python3.12",
+                  (3, 13): "/root/.pyenv/versions/3.13.0/bin/python3.13"}
 
 
-@pytest.mark.skipif(not os.path.exists(_PY312), reason="no CPython 3.12 on this machine")
-def test_decoder_on_cpython_312_has_handlers_for_every_opcode():
-    """Decode typical code under 3.12 (no torch needed there) and check every opcode has a handler."""
+@pytest.mark.parametrize("version", sorted(_OTHER_PYTHONS))
+def test_decoder_on_other_cpython_has_handlers_for_every_opcode(version):
+    """Decode typical code under CPython 3.12 / 3.13 (no torch needed there) and check every
+    opcode has a handler."""
+    python = _OTHER_PYTHONS[version]
+    if not os.path.exists(python):
+        pytest.skip(f"no CPython {version} on this machine")
     src = os.path.join(os.path.dirname(__file__), "..", "..", "python")
     script = textwrap.dedent(f"""
         import sys; sys.path.insert(0, {os.path.abspath(src)!r})
@@ -109,8 +118,9 @@ def test_decoder_on_cpython_312_has_handlers_for_every_opcode():
                 s = x[1:3]
                 for i in range(3):
                     a = a + i
+                g = lambda q=1: q + i                  # closure + defaults (3.13: SET_FUNCTION_ATTRIBUTE)
                 return (+a, f(*args, **kw), (*args, 1), f"{{a}}", s, y, z, x.shape, x if a else None,
-                        sum(q for q in args))
+                        sum(q for q in args), f"{{a!r:>3}}", sorted(args, key=g), not a)
         seen = set()
         def walk(code):
             for ins in decode(code):
@@ -124,10 +134,10 @@ def test_decoder_on_cpython_312_has_handlers_for_every_opcode():
         assert ("LOAD_ATTR", True, None) in seen
         assert any(n == "CALL_INTRINSIC_1" and a == "INTRINSIC_UNARY_POSITIVE" for n, _, a in seen)
     """)
-    out = subprocess.run([_PY312, "-c", script], capture_output=True, text=True, timeout=60)
+    out = subprocess.run([python, "-c", script], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     names = set(eval(out.stdout.strip().splitlines()[-1]))  # noqa: S307  (the test's own expression)
-    exc_only = TABLE[(3, 12)].exception_only
+    exc_only = TABLE[version].exception_only
     missing = {n for n in names - set(HANDLERS) - exc_only}
-    # 3.12-only opcodes are registered by name even though this interpreter never produces them
+    # other versions' opcodes are registered by name even though this interpreter never produces them
     assert missing == set(), missing

@@ -5,9 +5,9 @@ answer per list index. The stack analysis tracks, for each stack slot, what kind
 holds, because a resume function has to rebuild the stack and some slots are not values:
 
     VALUE       an ordinary object
-    NULL        the NULL that PUSH_NULL / LOAD_GLOBAL put below a callable
-    MAYBE_NULL  NULL or an object, known only at run time (3.11 LOAD_METHOD, 3.12 LOAD_ATTR
-                method form, LOAD_FAST_AND_CLEAR)
+    NULL        the NULL that PUSH_NULL / LOAD_GLOBAL put below a callable (above it on 3.13)
+    MAYBE_NULL  NULL or an object, known only at run time (3.11 LOAD_METHOD, 3.12 and 3.13
+                LOAD_ATTR method form, LOAD_FAST_AND_CLEAR)
     EXC_INFO    the previous exception PUSH_EXC_INFO saved: the slot marks handler code
     SAVED       a local's previous value (maybe NULL) saved by 3.12's LOAD_FAST_AND_CLEAR
                 while an inlined comprehension borrows the local's slot
@@ -45,26 +45,34 @@ class StackAnalysisError(ValueError):
     pass
 
 
+def _with_null(kind: Slot) -> Stack:
+    """A callable and the (maybe) NULL slot a call load pushes with it, bottom first: the NULL
+    below the callable (3.11, 3.12) or above it (3.13)."""
+    return (V, kind) if op.FACTS.null_above_callable else (kind, V)
+
+
 # opname -> arg -> (values popped, kinds pushed bottom first)
 # (``a`` is the instruction's ``arg``: an int for every entry that reads it)
 _SPECIAL: dict[str, Callable[[int], tuple[int, Stack]]] = {
     "PUSH_NULL": lambda a: (0, (NULL,)),
-    "LOAD_GLOBAL": lambda a: (0, (NULL, V)) if a & 1 else (0, (V,)),
-    # the CALL family consumes the NULL (or self) slot below the callable
+    "LOAD_GLOBAL": lambda a: (0, _with_null(NULL)) if a & 1 else (0, (V,)),
+    # the CALL family consumes the NULL (or self) slot next to the callable
     "CALL": lambda a: (a + 2, (V,)),
     "CALL_FUNCTION_EX": lambda a: (3 + (a & 1), (V,)),
     # the generator's first send() pushes a value that the POP_TOP after this discards
     "RETURN_GENERATOR": lambda a: (0, (V,)),
     "PUSH_EXC_INFO": lambda a: (1, (EXC, V)),
 }
+if "CALL_KW" in op.OPMAP:        # 3.13: the kw-names tuple is the top value
+    _SPECIAL["CALL_KW"] = lambda a: (a + 3, (V,))
 if "PRECALL" in op.OPMAP:       # 3.11: PRECALL leaves the stack alone, CALL pops everything
     _SPECIAL["PRECALL"] = lambda a: (0, ())
 if "LOAD_METHOD" in op.OPMAP:
     _SPECIAL["LOAD_METHOD"] = lambda a: (1, (MAYBE, V))
 if "LOAD_ATTR" in op.FACTS.name_shift:
-    _SPECIAL["LOAD_ATTR"] = lambda a: (1, (MAYBE, V)) if a & 1 else (1, (V,))
+    _SPECIAL["LOAD_ATTR"] = lambda a: (1, _with_null(MAYBE)) if a & 1 else (1, (V,))
 if "LOAD_SUPER_ATTR" in op.OPMAP:
-    _SPECIAL["LOAD_SUPER_ATTR"] = lambda a: (3, (MAYBE, V)) if a & 1 else (3, (V,))
+    _SPECIAL["LOAD_SUPER_ATTR"] = lambda a: (3, _with_null(MAYBE)) if a & 1 else (3, (V,))
 if "LOAD_FAST_AND_CLEAR" in op.OPMAP:
     _SPECIAL["LOAD_FAST_AND_CLEAR"] = lambda a: (0, (SAVED,))
 

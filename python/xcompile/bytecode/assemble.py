@@ -10,6 +10,7 @@
    table-indexed ``arg`` is recomputed from ``argval`` (flag bits kept);
 3. offsets: EXTENDED_ARG prefixes and CACHE units sized to a fixed point (jump arguments
    depend on offsets, offsets on the size of jump arguments; sizes only grow);
+   (3.13: a pair of instructions read from one super-instruction is fused back into it);
 4. ``co_code``, ``co_exceptiontable`` (3.11+ varint rows, merged over consecutive
    instructions with equal entries), ``co_linetable`` (3.11+ location entries, the same
    forms CPython's compiler writes) and ``co_stacksize`` (``analysis.analyze_stack``);
@@ -49,20 +50,21 @@ def assemble(instructions: list[Instruction], *, template: types.CodeType,
     freevars = tuple(get("co_freevars"))
 
     _assign_table_args(instrs, consts, names, varnames, cellvars, freevars)
+    try:
+        stacksize = analyze_stack(instrs).max_depth
+    except StackAnalysisError as e:
+        raise AssemblyError(f"{e}\n{format_instructions(instrs)}") from None
+    instrs, fused = _fuse_super_instructions(instrs)
     starts, owns, ext, caches = _layout(instrs)
     code = _emit_code(instrs, ext, caches)
     end = len(code)
     exctab = _emit_exception_table(instrs, starts, end)
     linetab = _emit_line_table(instrs, starts, end, get("co_firstlineno"))
-    try:
-        stacksize = analyze_stack(instrs).max_depth
-    except StackAnalysisError as e:
-        raise AssemblyError(f"{e}\n{format_instructions(instrs)}") from None
 
     for c, own in zip(instrs, owns):
-        o = back.get(id(c))
-        if o is not None:
-            o.offset = own
+        for o in (back.get(id(c)), back.get(id(fused.get(id(c))))):
+            if o is not None:
+                o.offset = own
 
     fields = dict(overrides)
     fields.update(
@@ -199,6 +201,38 @@ def _assign_table_args(instrs, consts, names, varnames, cellvars, freevars) -> N
             ins.arg = slot[ins.argval]
         elif name == "COPY_FREE_VARS":
             ins.arg = len(freevars)
+
+
+def _fuse_super_instructions(instrs: list[Instruction]) -> tuple[list[Instruction], dict[int, Instruction]]:
+    """3.13: the pairs ``disassemble`` split out of a super-instruction become one again when
+    they are still adjacent, both slots fit in four bits, nothing jumps to the second and both
+    have the same handler (what CPython's compiler requires as well). Returns the new list and,
+    by id of each kept first half, the second half folded into it."""
+    fused: dict[int, Instruction] = {}
+    if not op.SUPER_FUSE:
+        return instrs, fused
+    targets = {id(x.target) for x in instrs if x.target is not None}
+    targets |= {id(x.exn_entry.target) for x in instrs if x.exn_entry is not None}
+    out: list[Instruction] = []
+    i, n = 0, len(instrs)
+    while i < n:
+        x = instrs[i]
+        if x.fuse_next and i + 1 < n:
+            y = instrs[i + 1]
+            name = op.SUPER_FUSE.get((x.opname, y.opname))
+            if (name is not None and id(y) not in targets and x.exn_entry == y.exn_entry
+                    and x.arg is not None and y.arg is not None and x.arg < 16 and y.arg < 16):
+                x.opname, x.opcode = name, op.OPMAP[name]
+                x.argval = (x.argval, y.argval)
+                x.arg = (x.arg << 4) | y.arg
+                x.fuse_next = False
+                fused[id(x)] = y
+                out.append(x)
+                i += 2
+                continue
+        out.append(x)
+        i += 1
+    return out, fused
 
 
 # ---- 3. offsets ------------------------------------------------------------------------------

@@ -21,6 +21,9 @@ Meaning of the fields:
     starts_line     the line number when this instruction begins a new source line (as dis)
     exn_entry       the innermost exception-table entry covering this instruction, or None
     offset          byte offset in the code it was read from, updated by ``assemble``
+    fuse_next       3.13: this and the next instruction were one super-instruction
+                    (``LOAD_FAST_LOAD_FAST`` ...), read as two plain ones; the assembler fuses
+                    them again when they are still adjacent and their slots fit
 """
 from __future__ import annotations
 
@@ -60,6 +63,7 @@ class Instruction:
     exn_entry: ExnEntry | None = None
     offset: int | None = None
     argrepr: str = field(default="", repr=False)
+    fuse_next: bool = field(default=False, repr=False)
 
     @property
     def lineno(self) -> int | None:
@@ -158,8 +162,9 @@ def disassemble(code: types.CodeType) -> list[Instruction]:
             i += 2
             continue
         name = op.OPNAME[opc]
-        arg = ext | co[i + 1] if opc >= op.HAVE_ARGUMENT else None
-        kind = op.ARG_KIND[opc]
+        arg = ext | co[i + 1] if op.HAS_ARG_BY_OPCODE[opc] else None
+        pair = op.SUPER_SPLIT.get(name)
+        kind = op.ARG_KIND[opc] if pair is None else None
         argval: Any = arg
         if kind is not None:
             assert arg is not None  # ARG_KIND names a kind only for opcodes >= HAVE_ARGUMENT
@@ -178,8 +183,21 @@ def disassemble(code: types.CodeType) -> list[Instruction]:
                           linestarts.get(start), None, i)
         if kind is op.JUMP:
             ins.argval = _jump_target_offset(ins)
-        out.append(ins)
-        starts.append(start)
+        if pair is not None:
+            # 3.13 super-instruction: two plain instructions at the same offset
+            assert arg is not None
+            first, second = pair
+            a, b = arg >> 4, arg & 15
+            ins = Instruction(first, op.OPMAP[first], a, localsplus[a], None, ins.positions,
+                              ins.starts_line, None, i, fuse_next=True)
+            out.append(ins)
+            starts.append(start)
+            out.append(Instruction(second, op.OPMAP[second], b, localsplus[b], None, ins.positions,
+                                   None, None, i))
+            starts.append(start)
+        else:
+            out.append(ins)
+            starts.append(start)
         by_offset[start] = by_offset[i] = ins
         ext, prefix = 0, -1
         i += 2 + 2 * op.CACHES_BY_OPCODE[opc]
@@ -250,7 +268,7 @@ def clone(instrs: Iterable[Instruction]) -> list[Instruction]:
     (references to instructions outside the list are kept as they are)."""
     instrs = list(instrs)
     copies = [Instruction(i.opname, i.opcode, i.arg, i.argval, i.target, i.positions,
-                          i.starts_line, i.exn_entry, i.offset, i.argrepr) for i in instrs]
+                          i.starts_line, i.exn_entry, i.offset, i.argrepr, i.fuse_next) for i in instrs]
     remap = {id(old): new for old, new in zip(instrs, copies)}
     entries: dict[ExnEntry, ExnEntry] = {}
     for new in copies:

@@ -6,10 +6,13 @@
     arg       the raw argument (flag bits still in it, for debugging)
     argval    the decoded argument: a name, a constant, a compare symbol, a kw-names tuple...
     target    index of the jump target instruction (jumps and FOR_ITER), else None
-    push_null LOAD_GLOBAL pushes NULL first; LOAD_ATTR / LOAD_SUPER_ATTR is a method load
+    push_null LOAD_GLOBAL pushes NULL too (below the value, above it on 3.13); LOAD_ATTR /
+              LOAD_SUPER_ATTR is a method load
     lineno    source line (None for compiler-made instructions)
 
-EXTENDED_ARG and CACHE are dropped (their effect is already in the next ``arg``).
+EXTENDED_ARG and CACHE are dropped (their effect is already in the next ``arg``); a 3.13
+super-instruction (``LOAD_FAST_LOAD_FAST`` ...) becomes the two plain instructions it stands
+for, both at its offset.
 """
 from __future__ import annotations
 
@@ -22,6 +25,10 @@ from typing import Any, cast
 from .versions import VersionFacts, facts_for
 
 _DROP = {"EXTENDED_ARG", "CACHE"}
+# 3.13 super-instructions -> the plain instructions they are read as
+_SUPER = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+          "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+          "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST")}
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,12 @@ def decode(code: types.CodeType, facts: VersionFacts | None = None) -> list[Inst
     everything = list(dis.get_instructions(code))
     raw = [i for i in everything if i.opname not in _DROP]
     by_offset = {ins.offset: n for n, ins in enumerate(raw)}
+    # index in the output of each raw instruction (a super-instruction takes two)
+    index_of: list[int] = []
+    k = 0
+    for ins in raw:
+        index_of.append(k)
+        k += 2 if ins.opname in _SUPER else 1
     # A jump to an instruction with an EXTENDED_ARG prefix targets the prefix's offset:
     # map dropped prefixes to the instruction they belong to.
     pending: list[int] = []
@@ -69,6 +82,14 @@ def decode(code: types.CodeType, facts: VersionFacts | None = None) -> list[Inst
             pending.clear()
     out: list[Instr] = []
     for n, ins in enumerate(raw):
+        if ins.opname in _SUPER:
+            # 3.13: one super-instruction, two plain instructions (both at its offset)
+            first, second = _SUPER[ins.opname]
+            a, b = cast(int, ins.arg) >> 4, cast(int, ins.arg) & 15
+            line = ins.positions.lineno if ins.positions is not None else None
+            out.append(Instr(len(out), ins.offset, first, a, ins.argval[0], None, False, line))
+            out.append(Instr(len(out), ins.offset, second, b, ins.argval[1], None, False, line))
+            continue
         name = ins.opname
         argval = ins.argval
         push_null = False
@@ -88,9 +109,9 @@ def decode(code: types.CodeType, facts: VersionFacts | None = None) -> list[Inst
         name = facts.renames.get(name, name)
         target = None
         if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
-            target = by_offset[ins.argval]
+            target = index_of[by_offset[ins.argval]]
         lineno = ins.positions.lineno if ins.positions is not None else None
-        out.append(Instr(n, ins.offset, name, ins.arg, argval, target, push_null, lineno))
+        out.append(Instr(len(out), ins.offset, name, ins.arg, argval, target, push_null, lineno))
     return out
 
 

@@ -35,6 +35,16 @@ class OpcodeFacts:
     for_iter_skips_end_for: bool = False
     # COMPARE_OP's ``arg >> compare_shift`` indexes ``dis.cmp_op``
     compare_shift: int = 0
+    # 3.13: an exhausted FOR_ITER skips the END_FOR *and* the POP_TOP after it (3.12: END_FOR only)
+    for_iter_skip: int = 0
+    # 3.13 packs two local slots into one instruction (``(first << 4) | second``): these are
+    # read as two plain instructions and fused again when assembled (see ``SUPER_SPLIT``)
+    super_instructions: bool = False
+    # 3.13: LOAD_GLOBAL / a method LOAD_ATTR push the callable first and NULL (or self) above
+    # it; CALL's stack is [callable, self_or_null, args...] (3.11, 3.12: [NULL, callable, ...])
+    null_above_callable: bool = False
+    # 3.13: POP_JUMP_IF_TRUE/FALSE and UNARY_NOT read an exact bool (TO_BOOL makes it)
+    jumps_need_bool: bool = False
 
 
 _NO_FALLTHROUGH = frozenset({"RETURN_VALUE", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD",
@@ -73,16 +83,39 @@ TABLE: dict[tuple[int, int], OpcodeFacts] = {
         no_fallthrough=_NO_FALLTHROUGH | {"RETURN_CONST"},
         for_iter_skips_end_for=True,
         compare_shift=4,
+        for_iter_skip=1,
+    ),
+    (3, 13): OpcodeFacts(
+        version=(3, 13),
+        name_shift={"LOAD_GLOBAL": 1, "LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2},
+        forward_to_backward={
+            "JUMP_FORWARD": "JUMP_BACKWARD",
+            "POP_JUMP_IF_FALSE": None, "POP_JUMP_IF_TRUE": None,
+            "POP_JUMP_IF_NONE": None, "POP_JUMP_IF_NOT_NONE": None,
+            "FOR_ITER": None, "SEND": None,
+        },
+        negated={"POP_JUMP_IF_FALSE": "POP_JUMP_IF_TRUE", "POP_JUMP_IF_TRUE": "POP_JUMP_IF_FALSE",
+                 "POP_JUMP_IF_NONE": "POP_JUMP_IF_NOT_NONE",
+                 "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NONE"},
+        merge_same_locations=True,
+        no_fallthrough=_NO_FALLTHROUGH | {"RETURN_CONST"},
+        for_iter_skips_end_for=True,
+        compare_shift=5,
+        for_iter_skip=2,
+        super_instructions=True,
+        null_above_callable=True,
+        jumps_need_bool=True,
     ),
 }
 
 VERSION = sys.version_info[:2]
 if VERSION not in TABLE:  # pragma: no cover - guarded by requires-python
-    raise ImportError(f"xcompile.bytecode supports CPython 3.11 and 3.12, not {VERSION}")
+    raise ImportError(f"xcompile.bytecode supports CPython 3.11 to 3.13, not {VERSION}")
 FACTS = TABLE[VERSION]
 
 # ---- facts read off the running interpreter -------------------------------------------------
-OPMAP: dict[str, int] = dict(_opcode.opmap)
+# (real opcodes only: 3.13's opmap also lists the compiler's pseudo-ops, numbered from 256)
+OPMAP: dict[str, int] = {name: code for name, code in _opcode.opmap.items() if code < 256}
 OPNAME: list[str] = list(_opcode.opname)
 HAVE_ARGUMENT: int = _opcode.HAVE_ARGUMENT
 EXTENDED_ARG: int = OPMAP["EXTENDED_ARG"]
@@ -111,8 +144,8 @@ _cache_table: list[int] | dict[int, int] = _found
 def cache_entries(opname: str) -> int:
     """Number of CACHE code units that follow ``opname`` in co_code."""
     op = OPMAP[opname]
-    if isinstance(_cache_table, dict):  # pragma: no cover - 3.13 layout
-        return _cache_table.get(op, 0)
+    if isinstance(_cache_table, dict):  # 3.13: keyed by name
+        return _cache_table.get(opname, 0)
     return _cache_table[op]
 
 
@@ -127,8 +160,23 @@ ARG_KIND: tuple[str | None, ...] = tuple(
     for n in OPNAME[:256])
 
 
+# opcodes whose code unit carries an argument (3.12+ lists them; 3.13's WITH_EXCEPT_START sits
+# at HAVE_ARGUMENT but takes none)
+_HASARG: frozenset[int] = frozenset(getattr(_opcode, "hasarg", range(HAVE_ARGUMENT, 256)))
+HAS_ARG_BY_OPCODE: tuple[bool, ...] = tuple(c in _HASARG for c in range(256))
+
+
 def has_arg(opname: str) -> bool:
-    return OPMAP[opname] >= HAVE_ARGUMENT
+    return HAS_ARG_BY_OPCODE[OPMAP[opname]]
+
+
+# 3.13 super-instructions -> the two plain instructions they stand for (first, second)
+SUPER_SPLIT: dict[str, tuple[str, str]] = {
+    "LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+    "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+    "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST"),
+} if FACTS.super_instructions else {}
+SUPER_FUSE: dict[tuple[str, str], str] = {pair: name for name, pair in SUPER_SPLIT.items()}
 
 
 def _compare_args() -> dict[str, int]:

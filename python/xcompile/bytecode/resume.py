@@ -18,7 +18,8 @@ itself. Slots that may or may not be NULL at run time (a method load) must be de
 the caller through ``null_positions``.
 
 A point between ``KW_NAMES`` and its ``CALL`` resumes at the ``KW_NAMES`` (it sets
-interpreter state, not a stack value).
+interpreter state, not a stack value). 3.13 has no KW_NAMES: ``CALL_KW`` finds the names
+on the stack.
 
 Zero-argument ``super()`` reads the frame's first local slot, so in a method using it the
 original first argument stays the resume function's first argument (``arg_sources`` gives
@@ -26,7 +27,8 @@ the order in every case).
 
 Not resumable (``ResumeError``, see ``check_resume_point``): generator/coroutine code,
 instructions in the prologue, unreachable instructions, instructions inside an exception
-handler (the handled exception cannot be re-installed), 3.12's END_FOR (never executed),
+handler (the handled exception cannot be re-installed), 3.12's END_FOR (never executed; on
+3.13 neither is the POP_TOP after it),
 and points inside a 3.12 inlined comprehension that borrows the slot of a cell variable.
 Points inside a ``try`` body or a ``with`` block are fine: the exception table is static,
 and the ``with`` exit function is an ordinary stack value.
@@ -131,6 +133,8 @@ def check_resume_point(code: types.CodeType, index: int) -> str | None:
         return "instruction is inside an exception handler"
     if op.FACTS.for_iter_skips_end_for and facts.opnames[index] == "END_FOR":
         return "END_FOR never runs (FOR_ITER jumps past it)"
+    if op.FACTS.for_iter_skip > 1 and index and facts.opnames[index - 1] == "END_FOR":
+        return "the POP_TOP after END_FOR never runs (FOR_ITER jumps past both)"
     borrowed = facts.borrowed[index] & set(code.co_cellvars)
     if borrowed:
         return (f"inside an inlined comprehension that uses the slot of cell variable(s) "

@@ -17,7 +17,6 @@ that reason, and runs eagerly.
 from __future__ import annotations
 
 import builtins
-import dis
 import os
 import re
 import types
@@ -25,6 +24,7 @@ from typing import Any
 
 import torch
 
+from ..bytecode.instructions import decode
 from .exc import Unsupported
 
 # names whose call or use means outside effects
@@ -68,7 +68,7 @@ def _torch_code(fn: types.FunctionType) -> bool:
 def _code_effects(fn: types.FunctionType) -> str | None:
     code = fn.__code__
     ctx = code.co_varnames[0] if code.co_argcount else None
-    instrs = list(dis.get_instructions(code))
+    instrs = decode(code)     # (3.13's LOAD_FAST_LOAD_FAST read as two LOAD_FASTs)
     cells = dict(zip(code.co_freevars, fn.__closure__ or ()))
     for i, ins in enumerate(instrs):
         op = ins.opname

@@ -5,21 +5,25 @@ for it once the prefix is traced again up to the break).
 """
 from __future__ import annotations
 
+import sys
 import types
 
 import torch
 
 from .. import _C
+from ..bytecode.versions import facts_for
 from ..effects import value_parts
 from .break_log import BreakRecord
-from .calls import switch_grad_mode
+from .calls import split_callable, switch_grad_mode
 from .capture import BrokenFrame, CapturedGraph, Seq, out
 from .codegen import RunnerBuilder
 from .marks import torch_disabled
 from .output import OutputBuilder
 from .resume import BreakKind, CannotResume, resume_code, stub_code
 from .tracer import Frame, Tracer
-from .values import ContextExitValue, GradModeValue, NullValue, Value, real_object
+from .values import ConstantValue, ContextExitValue, GradModeValue, NullValue, Value, real_object
+
+FACTS = facts_for(sys.version_info[:2])
 
 
 def _built_ids(steps) -> set[int]:
@@ -116,13 +120,15 @@ class RunnerPlan:
         kind, b, frame = self.kind, self.b, self.frame
         if kind.kind == "call":
             opname = self.tx.decoded(frame.code)[kind.index].opname
-            if opname == "CALL":
+            if opname in ("CALL", "CALL_KW"):
                 first, second, *args = operands
-                if isinstance(first, NullValue):
-                    callee, pos = second, args
-                else:
-                    callee, pos = first, [second, *args]
                 kw = frame.kw_names
+                if opname == "CALL_KW":             # 3.13: the names are the top operand
+                    names = args.pop()
+                    if not isinstance(names, ConstantValue):
+                        raise CannotResume("CALL_KW without a constant tuple of keyword names")
+                    kw = tuple(names.value)
+                callee, pos = split_callable(first, second, args)
                 kwargs = dict(zip(kw, pos[len(pos) - len(kw):])) if kw else {}
                 if kw:
                     pos = pos[:len(pos) - len(kw)]
@@ -132,6 +138,8 @@ class RunnerPlan:
                 line = f"result = {self._callee(callee)}({', '.join(parts)})"
             else:
                 null, fn, *rest = operands
+                if FACTS.null_above_callable:        # 3.13: [callable, NULL, args, kwargs?]
+                    fn, null = null, fn
                 if not isinstance(null, NullValue):
                     raise CannotResume("CALL_FUNCTION_EX without a NULL below the callable")
                 star = f"*{b.expr(rest[0])}"
@@ -147,8 +155,9 @@ class RunnerPlan:
         stub_fn = b.const(types.FunctionType(stub, self.tx.frame_state.f_globals), "stub")
         stub_args = [b.expr(v) for v in operands if not isinstance(v, NullValue)]
         line = f"result = {stub_fn}({', '.join(stub_args)})"
-        if kind.kind == "method":
-            return [line], [below + [NullValue(), "result[0]"]]
+        if kind.kind == "method":                  # [NULL, method] ([method, NULL] on 3.13)
+            pair = ["result[0]", NullValue()] if FACTS.null_above_callable else [NullValue(), "result[0]"]
+            return [line], [below + pair]
         return [line], [below + [f"result[{k}]" for k in range(kind.pushes)]]
 
     def _callee(self, callee: Value) -> str:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import abc
 import collections
 import contextlib
+import sys
 import types
 from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from ..bytecode.versions import facts_for
 from . import hub, rules, scalars
 from .exc import PythonError, Unsupported
 from .global_reads import constant_args, guard_answer, watching
@@ -33,6 +35,7 @@ from .values import (
     NestedFunctionValue,
     NewObjectValue,
     NoOpContextValue,
+    NullValue,
     ObjectMethodValue,
     PartialValue,
     TensorMethodValue,
@@ -398,3 +401,15 @@ hub.register(
     CONTEXT_VALUES=CONTEXT_VALUES, call_value=call_value, dict_base=dict_base,
     is_plain_user_class=is_plain_user_class, switch_grad_mode=switch_grad_mode,
 )
+
+
+_NULL_ABOVE_CALLABLE = facts_for(sys.version_info[:2]).null_above_callable
+
+
+def split_callable(first: Value, second: Value, args: list) -> tuple[Value, list]:
+    """The callable and the positional arguments from the two slots below a call's arguments
+    (bottom first): [NULL | method, callable | self] (3.11, 3.12) or
+    [callable | method, NULL | self] (3.13)."""
+    if _NULL_ABOVE_CALLABLE:
+        return (first, args) if isinstance(second, NullValue) else (first, [second, *args])
+    return (second, args) if isinstance(first, NullValue) else (first, [second, *args])

@@ -109,12 +109,13 @@ def _started(g: GeneratorValue) -> bool:
 
 def _delegate(g: GeneratorValue) -> Value | None:
     """The sub-iterator of the ``yield from`` the generator is suspended in, or None.  (CPython's
-    ``_PyGen_yf``: the instruction after the YIELD_VALUE is a RESUME with arg >= 2.)"""
+    ``_PyGen_yf``: the instruction after the YIELD_VALUE is a RESUME with arg & 3 >= 2.)"""
     f = g.frame
     if g.exhausted or not _started(g) or f.done or f.ip >= len(f.instrs):
         return None
     nxt = f.instrs[f.ip]
-    if nxt.opname != "RESUME" or (nxt.arg or 0) < 2 or len(f.stack) < 2:
+    # (the low two bits say where the RESUME is; 3.13 adds an except-depth bit above them)
+    if nxt.opname != "RESUME" or (nxt.arg or 0) & 3 < 2 or len(f.stack) < 2:
         return None
     return f.stack[-2]
 

@@ -4,7 +4,7 @@ A graph break at instruction ``i`` of the top frame leaves the frame in one of a
 (``BreakKind``); each says how the breaking instruction runs in the replacement code
 (``codegen.py``) and at which instruction(s) the rest of the frame resumes:
 
-    call      CALL / CALL_FUNCTION_EX: the runner makes the call, then resumes at i + 1
+    call      CALL / CALL_KW / CALL_FUNCTION_EX: the runner makes the call, then resumes at i + 1
     branch    a conditional jump on a tensor: the runner tests it and resumes at i + 1 or at
               the jump target
     stub      any other instruction that only uses the stack (and names/constants): it runs
@@ -36,7 +36,7 @@ from ..code_states import SKIP
 _RESUME: weakref.WeakKeyDictionary[types.CodeType, dict[tuple, ResumeCode]] = weakref.WeakKeyDictionary()
 _STUBS: weakref.WeakKeyDictionary[types.CodeType, dict[tuple, types.CodeType]] = weakref.WeakKeyDictionary()
 
-_CALLS = ("CALL", "CALL_FUNCTION_EX")
+_CALLS = ("CALL", "CALL_KW", "CALL_FUNCTION_EX")
 # normalized conditional jumps -> (pops the condition?, jumps when the condition is ...)
 BRANCHES = {
     "POP_JUMP_IF_FALSE": (True, False),
@@ -50,6 +50,8 @@ BRANCHES = {
 # LIST_APPEND) cannot run on its own.
 _STUB_POPS = {
     "FORMAT_VALUE": lambda a: 1 + bool(a & 0x04),
+    "CONVERT_VALUE": lambda a: 1, "FORMAT_SIMPLE": lambda a: 1, "FORMAT_WITH_SPEC": lambda a: 2,
+    "TO_BOOL": lambda a: 1,
     "BINARY_OP": lambda a: 2, "BINARY_SUBSCR": lambda a: 2, "COMPARE_OP": lambda a: 2,
     "CONTAINS_OP": lambda a: 2, "IS_OP": lambda a: 2, "STORE_SUBSCR": lambda a: 3,
     "DELETE_SUBSCR": lambda a: 2, "BINARY_SLICE": lambda a: 3, "STORE_SLICE": lambda a: 4,
@@ -88,6 +90,8 @@ def classify(code: types.CodeType, index: int, opname: str, arg: int | None, tar
         assert arg is not None                  # CALL / CALL_FUNCTION_EX always have one
         if opname == "CALL":
             pops = arg + 2
+        elif opname == "CALL_KW":
+            pops = arg + 3                      # 3.13: the kw-names tuple on top
         else:
             pops = 3 + (arg & 1)
         return _checked(code, BreakKind("call", index, pops, 1, (index + 1,)))
@@ -171,6 +175,10 @@ def stub_code(code: types.CodeType, index: int, null_positions: tuple[int, ...],
     names = [f"operand{p}" for p in range(n_in) if p not in null_positions]
     body = [create("PUSH_NULL") if p in null_positions else create("LOAD_FAST", None, f"operand{p}")
             for p in range(n_in)]
+    if raw.opname == "UNARY_NOT" and op.FACTS.jumps_need_bool:
+        # 3.13's UNARY_NOT reads an exact bool (the TO_BOOL before it ran in the traced code,
+        # which left the value as it was)
+        body.append(create("TO_BOOL", positions=raw.positions))
     body += [inst, create("BUILD_TUPLE", n_out), create("RETURN_VALUE")]
     name = f"xcompile_break_at_{code.co_name}_{raw.lineno or code.co_firstlineno}"
     flags = code.co_flags & ~(op.CO_VARARGS | op.CO_VARKEYWORDS)

@@ -335,8 +335,11 @@ def _store_line(code: types.CodeType, name: str) -> str | None:
     """``File "...", line N: <source>`` of the first ``<obj>.name = ...`` in ``code``."""
     line = None
     for ins in dis.get_instructions(code):
-        if getattr(ins, "starts_line", None) is not None:
-            line = ins.starts_line
+        starts = getattr(ins, "starts_line", None)
+        if starts is True:                  # 3.13: a flag, the number is line_number
+            starts = getattr(ins, "line_number", None)
+        if starts is not None and starts is not False:
+            line = starts
         if ins.opname == "STORE_ATTR" and ins.argval == name and line is not None:
             text = linecache.getline(code.co_filename, line).strip()
             return f'File "{code.co_filename}", line {line}, in {code.co_name}: {text}'

@@ -52,6 +52,13 @@ def unary_invert(f: Frame, inst: Instr) -> None:
     f.push(unary_op(f.tx, operator.invert, f.pop()))
 
 
+@handler("TO_BOOL")
+def to_bool(f: Frame, inst: Instr) -> None:
+    """3.13: only ever read by the POP_JUMP_IF_TRUE/FALSE or UNARY_NOT right after it, whose
+    handlers take any value's truth (a tensor's there is a graph break at the jump, as on 3.12),
+    so the value stays as it is."""
+
+
 @handler("UNARY_NOT")
 def unary_not(f: Frame, inst: Instr) -> None:
     f.push(ConstantValue(not truth(f.tx, f.pop())))

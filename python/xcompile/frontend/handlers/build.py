@@ -1,7 +1,7 @@
 """Opcode handlers: building containers, strings and slices; unpacking; subscripts."""
 from __future__ import annotations
 
-from typing import cast
+from typing import Any, cast
 
 from ...bytecode.instructions import Instr
 from .. import hub
@@ -60,13 +60,35 @@ def format_value(f: Frame, inst: Instr) -> None:
     conv, has_spec = inst.argval
     spec = cast(ConstantValue, f.pop()).value if has_spec else ""
     v = f.pop()
+    c = _formattable(v)
+    if conv is not None:
+        c = conv(c)
+    f.push(fold(format, c, spec, what="format"))
+
+
+def _formattable(v: Value) -> Any:
     ok, c = as_constant(v, specialize=True)
     if not ok:
         raise Unsupported(f"f-string formatting of {v.describe()}",
                           "Only constants can be formatted inside a compiled region.")
-    if conv is not None:
-        c = conv(c)
-    f.push(fold(format, c, spec, what="format"))
+    return c
+
+
+@handler("CONVERT_VALUE")
+def convert_value(f: Frame, inst: Instr) -> None:
+    """3.13: ``!s`` / ``!r`` / ``!a`` of an f-string field (``argval``: str, repr or ascii)."""
+    f.push(fold(inst.argval, _formattable(f.pop()), what="format"))
+
+
+@handler("FORMAT_SIMPLE")
+def format_simple(f: Frame, inst: Instr) -> None:
+    f.push(fold(format, _formattable(f.pop()), "", what="format"))
+
+
+@handler("FORMAT_WITH_SPEC")
+def format_with_spec(f: Frame, inst: Instr) -> None:
+    spec = cast(ConstantValue, f.pop()).value
+    f.push(fold(format, _formattable(f.pop()), spec, what="format"))
 
 
 @handler("BUILD_SLICE")

@@ -1,10 +1,12 @@
 """Opcode handlers: calls and function creation."""
 from __future__ import annotations
 
+import sys
 from typing import cast
 
 from ...bytecode.instructions import Instr
-from ..calls import call_value
+from ...bytecode.versions import facts_for
+from ..calls import call_value, split_callable
 from ..exc import Unsupported
 from ..iteration import items_of
 from ..tracer import Frame, handler
@@ -21,6 +23,8 @@ from ..values import (
     TupleValue,
     Value,
 )
+
+_FACTS = facts_for(sys.version_info[:2])
 
 
 def _call(f: Frame, fn: Value, args: list[Value], kwargs: dict[str, Value]) -> None:
@@ -80,13 +84,23 @@ def kw_names(f: Frame, inst: Instr) -> None:
 def call(f: Frame, inst: Instr) -> None:
     argc = inst.oparg
     args = f.popn(argc)
-    a, b = f.pop(), f.pop()                   # stack: [b, a, *args]
-    if isinstance(b, NullValue):
-        fn = a
-    else:
-        fn, args = b, [a, *args]
     kw = f.kw_names
     f.kw_names = ()
+    _call_popped(f, args, kw)
+
+
+@handler("CALL_KW")
+def call_kw(f: Frame, inst: Instr) -> None:
+    """3.13: [callable, self_or_null, *args, kwnames]; the last len(kwnames) args are keywords."""
+    names = f.pop()
+    if not isinstance(names, ConstantValue):
+        raise Unsupported("CALL_KW without a constant tuple of keyword names")
+    _call_popped(f, f.popn(inst.oparg), tuple(names.value))
+
+
+def _call_popped(f: Frame, args: list[Value], kw: tuple) -> None:
+    a, b = f.pop(), f.pop()
+    fn, args = split_callable(b, a, args)
     kwargs = {}
     if kw:
         kwargs = dict(zip(kw, args[-len(kw):]))
@@ -99,7 +113,10 @@ def call_function_ex(f: Frame, inst: Instr) -> None:
     kwargs_v = f.pop() if inst.oparg & 1 else None
     args_v = f.pop()
     fn = f.pop()
-    if f.stack and isinstance(f.peek(), NullValue):
+    if _FACTS.null_above_callable:               # 3.13: [callable, NULL, args, kwargs?]
+        if isinstance(fn, NullValue):
+            fn = f.pop()
+    elif f.stack and isinstance(f.peek(), NullValue):
         f.pop()
     args = items_of(f.tx, args_v)
     kwargs: dict[str, Value] = {}
@@ -112,22 +129,46 @@ def call_function_ex(f: Frame, inst: Instr) -> None:
 
 @handler("MAKE_FUNCTION")
 def make_function(f: Frame, inst: Instr) -> None:
-    flags = inst.oparg
+    flags = inst.oparg if _FACTS.make_function_flags else 0   # 3.13: SET_FUNCTION_ATTRIBUTE
     code_v = f.pop()
     closure: tuple[CellValue, ...] = ()
     kwdefaults: dict[str, Value] = {}
     defaults: tuple[Value, ...] = ()
     if flags & 0x08:
-        cells = f.pop()
-        closure = tuple(cast(list[CellValue], cells.items)) if isinstance(cells, TupleValue) else ()  # LOAD_CLOSUREs
+        closure = _closure(f.pop())
     if flags & 0x04:
         f.pop()                                 # annotations: unused
     if flags & 0x02:
-        kd = f.pop()
-        kwdefaults = {k: f.tx.resolve(v) for k, v in kd.items.items()} if isinstance(kd, DictValue) else {}
+        kwdefaults = _kwdefaults(f, f.pop())
     if flags & 0x01:
-        d = f.pop()
-        defaults = tuple(items_of(f.tx, d))
+        defaults = tuple(items_of(f.tx, f.pop()))
     if not isinstance(code_v, ConstantValue):
         raise Unsupported("MAKE_FUNCTION without a code constant")
     f.push(NestedFunctionValue(code_v.value, f.globals, defaults, kwdefaults, closure))
+
+
+def _closure(cells: Value) -> tuple[CellValue, ...]:
+    return tuple(cast(list[CellValue], cells.items)) if isinstance(cells, TupleValue) else ()  # LOAD_CLOSUREs
+
+
+def _kwdefaults(f: Frame, kd: Value) -> dict[str, Value]:
+    return {k: f.tx.resolve(v) for k, v in kd.items.items()} if isinstance(kd, DictValue) else {}
+
+
+@handler("SET_FUNCTION_ATTRIBUTE")
+def set_function_attribute(f: Frame, inst: Instr) -> None:
+    """3.13: [value, function] -> [function] with one of MAKE_FUNCTION's former flag values set."""
+    fn = f.pop()
+    value = f.pop()
+    if not isinstance(fn, NestedFunctionValue):
+        raise Unsupported(f"SET_FUNCTION_ATTRIBUTE on {fn.describe()}")
+    flag = inst.oparg
+    if flag == 0x08:
+        fn.closure = _closure(value)            # (the value MAKE_FUNCTION made just before)
+    elif flag == 0x02:
+        fn.kwdefaults = _kwdefaults(f, value)
+    elif flag == 0x01:
+        fn.defaults = tuple(items_of(f.tx, value))
+    elif flag not in (0x04, 0x10):              # annotations, 3.13's annotate: unused
+        raise Unsupported(f"SET_FUNCTION_ATTRIBUTE {flag}")
+    f.push(fn)

@@ -98,12 +98,12 @@ def for_iter(f: Frame, inst: Instr) -> None:
         f.push(item)
     else:
         f.pop()
-        f.jump(inst.jump_target + 1 if _FACTS.for_iter_skips_end_for else inst.jump_target)
+        f.jump(inst.jump_target + _FACTS.for_iter_skip)   # past END_FOR (3.12) and its POP_TOP (3.13)
 
 
 @handler("END_FOR")
 def end_for(f: Frame, inst: Instr) -> None:
-    f.popn(2)
+    f.popn(_FACTS.end_for_pops)
 
 
 # -- with blocks --------------------------------------------------------------------------------------------

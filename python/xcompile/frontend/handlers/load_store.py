@@ -1,13 +1,18 @@
 """Opcode handlers: loads, stores, cells and the plain stack shuffles."""
 from __future__ import annotations
 
+import sys
+
 from ...bytecode.instructions import Instr
+from ...bytecode.versions import facts_for
 from ..attrs import AttrMissing, load_attr, super_attr
 from ..exc import PythonError, Unsupported
 from ..side_effects import DELETED
 from ..tracer import NULL, Frame, handler
 from ..user_objects import delete_attribute, store_attribute
 from ..values import CellValue, ClassValue, ConstantValue, LazyValue, NullValue, SuperValue
+
+_FACTS = facts_for(sys.version_info[:2])
 
 
 @handler("NOP", "RESUME", "PRECALL", "COPY_FREE_VARS")
@@ -55,7 +60,11 @@ def _read_local(f: Frame, name: str):
 
 @handler("LOAD_FAST", "LOAD_FAST_CHECK")
 def load_fast(f: Frame, inst: Instr) -> None:
-    f.push(_read_local(f, inst.argval))
+    name = inst.argval
+    if _FACTS.closure_by_load_fast and name in f.cells and isinstance(f.locals.get(name, NULL), NullValue):
+        f.stack.append(f.cells[name])        # 3.13: LOAD_FAST of a cell variable loads the cell
+        return
+    f.push(_read_local(f, name))
 
 
 @handler("LOAD_FAST_AND_CLEAR")
@@ -130,9 +139,19 @@ def _record_cell(f: Frame, cell: CellValue, name: str) -> None:
 # -- globals, attributes ------------------------------------------------------------------------------
 @handler("LOAD_GLOBAL")
 def load_global(f: Frame, inst: Instr) -> None:
-    if inst.push_null:
+    value = f.globals.load(f.tx, inst.argval)
+    _push_callable(f, value, inst.push_null)
+
+
+def _push_callable(f: Frame, value, with_null: bool) -> None:
+    """A load for a call: the NULL below the callable (3.11, 3.12) or above it (3.13). For a
+    method load [NULL, bound method] calls the same as [method, self] (or [bound method, NULL]
+    the same as [method, self] on 3.13)."""
+    if with_null and not _FACTS.null_above_callable:
         f.push(NULL)
-    f.push(f.globals.load(f.tx, inst.argval))
+    f.push(value)
+    if with_null and _FACTS.null_above_callable:
+        f.push(NULL)
 
 
 @handler("STORE_GLOBAL")
@@ -153,9 +172,7 @@ def delete_global(f: Frame, inst: Instr) -> None:
 def load_attr_op(f: Frame, inst: Instr) -> None:
     obj = f.pop()
     attr = load_attr(f.tx, obj, inst.argval)
-    if inst.push_null:
-        f.push(NULL)                         # a method load: [NULL, bound method] calls the same
-    f.push(attr)
+    _push_callable(f, attr, inst.push_null)
 
 
 @handler("LOAD_SUPER_ATTR")
@@ -164,9 +181,7 @@ def load_super_attr(f: Frame, inst: Instr) -> None:
     if not isinstance(cls_v, ClassValue):
         raise Unsupported("super() with a non-class first argument")
     attr = super_attr(f.tx, SuperValue(cls_v.cls, self_v), inst.argval)
-    if inst.push_null:
-        f.push(NULL)
-    f.push(attr)
+    _push_callable(f, attr, inst.push_null)
 
 
 @handler("STORE_ATTR")
