@@ -174,6 +174,18 @@ def _interpret() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+# Under TRITON_INTERPRET a runtime int (a size argument, or arithmetic on one) is a tensor over a
+# 1-element array, and a loop's ``range`` reads it through tensor.__index__: triton 3.6 (torch
+# 2.11's) does ``int(data)``, which NumPy 2.5 refuses for an array of one dimension ("only
+# 0-dimensional arrays can be converted to Python scalars"; triton 3.9 squeezes it first). The
+# interpreted kernels read the bound's one element themselves. Not in compiled kernels.
+INTERPRET_PRELUDE = '''
+
+def _interpret_index(n):
+    return int(n.handle.data.reshape(-1)[0]) if isinstance(n, tl.tensor) else n
+'''
+
+
 # a sympy index expression as Python/Triton
 pexpr = index_printer("//", "tl.minimum", "tl.maximum")
 
@@ -521,7 +533,10 @@ class TritonKernelWriter:
         if persistent:
             out += body
         else:
-            out += [f"for roffset in range(0, {pexpr(rnumel)}, RBLOCK):"] + ["    " + ln for ln in body]
+            bound = pexpr(rnumel)
+            if _interpret() and not isinstance(rnumel, (int, sympy.Integer)):
+                bound = f"_interpret_index({bound})"
+            out += [f"for roffset in range(0, {bound}, RBLOCK):"] + ["    " + ln for ln in body]
         for acc, rtype, value, rindex, sdt in accs:
             out += self.finish(acc, rtype, sdt, persistent)
         self.block = []
@@ -552,8 +567,8 @@ def build_triton_kernel(group: Group, buffers: dict, size_names: frozenset[str] 
     w = TritonKernelWriter(group, buffers)
     w.size_names = size_names
     src, params = w.generate()
-    source = PRELUDE + "\n\n" + src
     # triton reads TRITON_INTERPRET when the module is imported: keep the two kinds apart
     interpret = os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+    source = PRELUDE + (INTERPRET_PRELUDE if interpret else "") + "\n\n" + src
     mod = load_python_module(source, "triton-interpret" if interpret else "triton")
     return mod.launch, list(params.items()), src, list(w.checks), w.size_params
