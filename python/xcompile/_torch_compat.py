@@ -13,10 +13,10 @@ What differs, by torch version:
 - torch.fx's "symbolic tracing is on" flag: the module global ``_is_fx_tracing_flag`` up to 2.13;
   from 2.14 a thread-local read by ``torch.fx._symbolic_trace._get_is_fx_tracing()``.
 - the fake-tensor rule of ``aten.select.int`` (``torch._subclasses.fake_impls``): torch 2.11's
-  does not check the index against the size, so ``x.select(0, 99)`` on a 4-row tensor traced as
+  and 2.12's do not check the index against the size, so ``x.select(0, 99)`` on a 4-row tensor traced as
   a view at storage offset 99 instead of raising eager's IndexError. A compiled graph then read
   past the tensor (another row of its storage: a wrong answer where eager raises) or failed in
-  ``as_strided`` with a RuntimeError. On that torch the rule is wrapped here with 2.12's check.
+  ``as_strided`` with a RuntimeError. On those the rule is wrapped here with 2.13's check.
 - ``torch.cond`` and ``torch.while_loop`` called outside dynamo compile a wrapper of their
   higher-order op with ``torch.compile``. Under make_fx (xcompile's AOT trace of a graph that
   holds one) 2.13 and 2.14 skip that frame and call the op; 2.11 traces it with dynamo inside
@@ -71,8 +71,8 @@ def is_fx_tracing() -> bool:
 
 
 # -- fake tensors: aten.select.int's index range -------------------------------------------------------
-# torch 2.11's rule (fake_impls.meta_select) reads the index without checking it (2.12 added the check)
-FAKE_SELECT_CHECKS_RANGE = TORCH_VERSION >= (2, 12)
+# torch 2.11's and 2.12's rule (fake_impls.meta_select) reads the index without checking it (2.13 added the check)
+FAKE_SELECT_CHECKS_RANGE = TORCH_VERSION >= (2, 13)
 
 
 def _range_checked_select(rule: Any) -> Any:

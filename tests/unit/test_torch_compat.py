@@ -59,7 +59,7 @@ def test_is_fx_tracing_in_another_thread_while_not_tracing():
 @pytest.mark.parametrize("shape_env", [False, True])
 @pytest.mark.parametrize("index", [4, 99, -5, -99])
 def test_fake_select_checks_the_index_range(index, shape_env):
-    # torch 2.11's fake rule made a view at storage offset `index` (compat wraps it there)
+    # torch 2.11 and 2.12: the fake rule made a view at storage offset `index` (compat wraps it there)
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
