@@ -1,15 +1,17 @@
-"""The import-time torch check (issue #20): a _C built against another torch is refused by
-``import xcompile`` with an ImportError naming both versions and the rebuild command, before
-_C loads (simulated here: the running torch reports another version)."""
+"""The import-time torch check (issues #20, #30): a torch outside the supported range (2.11 to
+2.14) is refused by ``import xcompile`` with an ImportError naming it and the range; a _C built
+against another torch in the range, with one naming both versions and the rebuild command; both
+before _C loads (simulated here: the running torch reports another version)."""
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from xcompile import _build_info
-from xcompile._torch_check import mismatch
+from xcompile._torch_check import SUPPORTED, mismatch, supported_range, unsupported
 
 
 def test_the_build_records_the_running_torch():
@@ -27,15 +29,50 @@ def test_other_minor_version_or_abi_is_refused():
     assert "_GLIBCXX_USE_CXX11_ABI=1" in mismatch("2.13.0", True, "2.13.0", False)
 
 
-def test_import_with_another_torch_raises_importerror_before_loading_C():
+def test_supported_range():
+    assert SUPPORTED == ((2, 11), (2, 14))
+    assert supported_range() == "torch>=2.11,<2.15"
+
+
+@pytest.mark.parametrize("version", ["2.11.0", "2.11.0+cu130", "2.12.1", "2.13.0+cpu", "2.14.1", "2.14.0a0+git1234"])
+def test_versions_in_the_range_are_accepted(version):
+    assert unsupported(version) is None
+
+
+@pytest.mark.parametrize("version", ["2.10.0", "2.10.0+cpu", "2.15.0", "2.15.0.dev20261101", "2.9.1", "3.0.0",
+                                     "1.14.0"])
+def test_versions_outside_the_range_are_refused_naming_both(version):
+    why = unsupported(version)
+    assert why is not None
+    assert f"torch {version} is installed" in why
+    assert "torch 2.11 to 2.14" in why and "torch>=2.11,<2.15" in why
+
+
+def test_unreadable_version_is_left_to_the_build_check():
+    assert unsupported("unknown") is None
+
+
+def _import_with_torch_version(version):
     script = ("import sys, torch\n"
-              "torch.__version__ = '2.99.0'\n"
+              f"torch.__version__ = {version!r}\n"
               "try:\n"
               "    import xcompile\n"
               "except ImportError as e:\n"
               "    print('ImportError:', e)\n"
               "print('_C loaded:', 'xcompile._C' in sys.modules)\n")
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout
-    assert f"built against torch {torch.__version__}, but torch 2.99.0 is installed" in out, out
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120).stdout
+
+
+def test_import_with_an_unsupported_torch_raises_importerror_before_loading_C():
+    out = _import_with_torch_version("2.99.0")
+    assert "ImportError: xcompile supports torch 2.11 to 2.14 (torch>=2.11,<2.15), but torch 2.99.0 is installed" in out
+    assert "_C loaded: False" in out
+
+
+def test_import_with_another_supported_torch_raises_importerror_before_loading_C():
+    minor = int(torch.__version__.split(".")[1])
+    other = f"2.{12 if minor == 11 else 11}.0"
+    out = _import_with_torch_version(other)
+    assert f"built against torch {torch.__version__}, but torch {other} is installed" in out, out
     assert "pip install --no-build-isolation" in out
     assert "_C loaded: False" in out

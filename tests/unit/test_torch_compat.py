@@ -8,10 +8,11 @@ import torch
 import torch.fx
 
 from xcompile import _torch_compat as compat
+from xcompile._torch_check import SUPPORTED
 
 
 def test_torch_version_is_in_the_supported_range():
-    assert (2, 11) <= compat.TORCH_VERSION <= (2, 14), torch.__version__
+    assert SUPPORTED[0] <= compat.TORCH_VERSION <= SUPPORTED[1], torch.__version__
 
 
 def test_autograd_function_apply_is_found_either_way():
