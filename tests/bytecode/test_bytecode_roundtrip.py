@@ -287,3 +287,29 @@ def test_index_parity_with_interpreter_decoder():
         mine = disassemble(fn.__code__)
         theirs = decode(fn.__code__)
         assert [x.offset for x in mine] == [x.offset for x in theirs], fn.__qualname__
+
+
+def _swap_then_add(a, b):
+    a, b = b, a
+    c = a + b
+    return c - a
+
+
+def test_super_instructions_split_and_fuse_back():
+    """3.13 reads LOAD_FAST_LOAD_FAST & co. as two plain instructions and fuses them again when
+    they still fit (slots under 16, nothing jumping between); otherwise two plain ones run."""
+    code = _swap_then_add.__code__
+    instrs = disassemble(code)
+    raw = {d.opname for d in dis.get_instructions(code)}
+    assert not set(op.SUPER_SPLIT) & {x.opname for x in instrs}
+    if not op.SUPER_SPLIT:
+        return
+    assert set(op.SUPER_SPLIT) & raw
+    new = assemble(instrs, template=code)
+    assert new.co_code == code.co_code
+    # 20 new leading arguments push every local past slot 15: no fusing, the same behaviour
+    pad = [f"p{k}" for k in range(20)]
+    wide = change_arguments(disassemble(code), template=code, argnames=pad + ["a", "b"])
+    assert not set(op.SUPER_SPLIT) & {d.opname for d in dis.get_instructions(wide)}
+    fn = types.FunctionType(wide, {})
+    assert fn(*range(20), 3, 10) == _swap_then_add(3, 10) == 3
