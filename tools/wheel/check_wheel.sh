@@ -4,7 +4,8 @@
 # editable install of xcompile there is not used), the repaired wheel installed with pip (its
 # Requires-Dist on torch must be satisfied by that torch: nothing downloaded), then, from outside
 # the source tree: import, one function compiled on each backend (a C++ kernel built on
-# inductor), __version__ and the recorded torch checked; then a clean uninstall.
+# inductor), __version__ and the recorded torch checked; then a clean uninstall; and the sdist's
+# PKG-INFO: the supported torch range, marked Dynamic.
 # Usage: tools/wheel/check_wheel.sh [dist-dir]        (exit status 0 = all good)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -54,6 +55,14 @@ print(f"[wheel] xcompile {xcompile.__version__} for torch {_build_info.TORCH_VER
       "eager, aot_eager and inductor agree with eager")
 PY
 "$VPY" -m pip uninstall -y -q xcompile
+# the sdist, built against no torch, states the supported range, marked Dynamic (its wheels narrow it)
+SDIST="$(ls "$DIST"/xcompile-*.tar.gz | head -1)"
+pkg_info="$(tar xzf "$SDIST" -O --wildcards '*/PKG-INFO')"
+range="$(cd "$ROOT/python/xcompile" && "$PYTHON" -c 'import _torch_check; print(_torch_check.supported_range())')"
+lo="${range#torch>=}"; lo="${lo%%,*}"; hi="${range##*<}"
+grep -qx "Requires-Dist: torch<$hi,>=$lo" <<<"$pkg_info" && grep -qx "Dynamic: Requires-Dist" <<<"$pkg_info" ||
+  { echo "[wheel] $(basename "$SDIST"): want Requires-Dist $range marked Dynamic; PKG-INFO has:"; grep -E "^(Requires|Dynamic)" <<<"$pkg_info"; exit 1; }
+echo "[wheel] $(basename "$SDIST"): Requires-Dist $range, Dynamic: Requires-Dist"
 rm "$VSITE/_xcompile_wheel_test_torch.pth"
 left="$(ls "$VSITE" | grep -i xcompile || true)"
 [[ -z "$left" ]] || { echo "[wheel] left after uninstall: $left"; exit 1; }
