@@ -9,8 +9,7 @@ and that the result does not share the input's memory.
 """
 import pytest
 import torch
-
-import xcompile
+from tests.opinfo.harness import compile_on
 
 BACKENDS = ("eager", "aot_eager", "inductor", "inductor-dynamic")
 
@@ -42,17 +41,8 @@ COPIES = {
 }
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    xcompile.reset()
-    yield
-    xcompile.reset()
-
-
-def _compile(fn, backend):
-    if backend == "inductor-dynamic":
-        return xcompile.compile(fn, backend="inductor", dynamic=True)
-    return xcompile.compile(fn, backend=backend)
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
+_compile = compile_on
 
 
 def _leaves(out):

@@ -192,11 +192,15 @@ def _first_line(e: Exception) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0][:200] if text else ''}"
 
 
-def _compiled(fn: Callable, backend: str) -> Callable:
-    wrapper = lambda *a, **k: fn(*a, **k)  # noqa: E731
+def compile_on(fn: Callable, backend: str) -> Callable:
+    """``fn`` compiled on one of BACKENDS' names (``inductor-dynamic``: inductor, ``dynamic=True``)."""
     if backend == "inductor-dynamic":
-        return xcompile.compile(wrapper, backend="inductor", dynamic=True)
-    return xcompile.compile(wrapper, backend=backend)
+        return xcompile.compile(fn, backend="inductor", dynamic=True)
+    return xcompile.compile(fn, backend=backend)
+
+
+def _compiled(fn: Callable, backend: str) -> Callable:
+    return compile_on(lambda *a, **k: fn(*a, **k), backend)
 
 
 class _Sample:

@@ -21,22 +21,13 @@ import torch
 
 import xcompile
 
-from .harness import catching_fallbacks
+from .harness import catching_fallbacks, compile_on
 
 BACKENDS = ("eager", "aot_eager", "aot_eager_decomp_partition", "inductor", "inductor-dynamic")
 
 
-@pytest.fixture(autouse=True)
-def _fresh():
-    xcompile.reset()
-    yield
-    xcompile.reset()
-
-
-def _compile(fn, backend):
-    if backend == "inductor-dynamic":
-        return xcompile.compile(fn, backend="inductor", dynamic=True)
-    return xcompile.compile(fn, backend=backend)
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
+_compile = compile_on
 
 
 SPARSE = {
