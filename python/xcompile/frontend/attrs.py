@@ -16,7 +16,7 @@ from .exc import PythonError, Unsupported
 from .global_reads import guard_module_property
 from .module_creation import bound_module_init
 from .seq_subclasses import storage_method as seq_storage_method
-from .tensor_attrs import tensor_instance_attr
+from .tensor_attrs import tensor_grad, tensor_instance_attr
 from .tensor_classes import subclass_member
 from .values import (
     BoundMethodValue,
@@ -177,6 +177,8 @@ def object_attr(tx: "Tracer", v: Value, obj: Any, name: str, *, covered: bool,
 def _tensor_attr(tx: "Tracer", v: TensorValue, name: str) -> Value:
     if v.cls is not torch.Tensor and (member := subclass_member(tx, v, name)) is not None:
         return member                                 # a method of a torch.Tensor subclass
+    if name == "grad" and (got := tensor_grad(tx, v)) is not None:
+        return got
     if name in rules.TENSOR_ATTRS_FORBIDDEN:
         raise Unsupported(rules.TENSOR_ATTRS_FORBIDDEN[name], "Read it outside the compiled region.")
     if name in rules.TENSOR_ATTRS_AS_OPS:

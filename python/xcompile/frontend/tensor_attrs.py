@@ -18,6 +18,7 @@ not instance attributes and stay with ``attrs.py``.
 from __future__ import annotations
 
 import inspect
+import warnings
 from typing import TYPE_CHECKING
 
 import torch
@@ -26,7 +27,7 @@ from ..guards.sources import AttrSource
 from . import hub
 from .exc import Unsupported
 from .side_effects import DELETED
-from .values import TensorValue, Value
+from .values import ConstantValue, TensorValue, Value
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -78,6 +79,24 @@ def tensor_instance_attr(tx: "Tracer", v: TensorValue, name: str) -> Value | Non
     return None
 
 
+def tensor_grad(tx: "Tracer", v: TensorValue) -> Value | None:
+    """``v.grad``: of a tensor from outside the frame (a parameter, an argument), what the real
+    tensor holds, read through its source (None is guarded to stay None; a gradient tensor is a
+    graph input guarded like any other, and an in-place update of it, as an optimizer's, is an
+    input mutation). A tensor made in the frame has none (no backward runs inside a compiled
+    region). None (not handled here): an outside tensor without a source."""
+    outside = _outside(tx, v)
+    if outside is None:
+        return ConstantValue(None) if v.source is None else None
+    v, real = outside
+    if v.source is None:
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")        # .grad of a non-leaf warns; eager's read warns itself
+        grad = real.grad
+    return tx.wrap(grad, AttrSource(v.source, "grad"), False)
+
+
 def store_tensor_attr(tx: "Tracer", v: TensorValue, name: str, value: Value | None) -> None:
     """``v.name = value`` (``value`` None: ``del v.name``)."""
     if not is_instance_attr_name(name):
@@ -98,4 +117,4 @@ def store_tensor_attr(tx: "Tracer", v: TensorValue, name: str, value: Value | No
     tx.side_effects.store_attr(v, real, name, DELETED if value is None else value)
 
 
-__all__ = ["is_instance_attr_name", "store_tensor_attr", "tensor_instance_attr"]
+__all__ = ["is_instance_attr_name", "store_tensor_attr", "tensor_grad", "tensor_instance_attr"]
