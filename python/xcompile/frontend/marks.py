@@ -41,7 +41,18 @@ def rule_of(obj: Any) -> str | None:
             return "constant"
         if obj.__code__ is TORCH_DISABLE_DYNAMO_CODE:   # @torch._disable_dynamo (Optimizer.zero_grad)
             return "disable"
+        if (obj.__module__ or "").startswith("torch._dynamo") and obj.__name__ != "is_compiling":
+            return _torch_dynamo_rule(obj)
     return None
+
+
+def _torch_dynamo_rule(fn: types.FunctionType) -> str:
+    """torch._dynamo's own functions called in traced code (torch.optim's step calls
+    ``torch._dynamo.graph_break()``; model code calls ``mark_dynamic`` and friends): its
+    ``graph_break`` is a graph break, as under torch.compile; anything else runs eagerly at a
+    graph break (``tracing_rules._torch_dynamo``). They were graph nodes calling the function: a
+    graph_break() that did not break, torch._dynamo.reset() inside a graph."""
+    return "torch_dynamo"
 
 
 # torch's higher-order ops: run eagerly (at a graph break) they compile their branches with

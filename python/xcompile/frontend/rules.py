@@ -152,6 +152,10 @@ def is_torch_op(obj: Any) -> bool:
         # seeds the global generator around its op, which in one graph node AOT's trace ran once)
         if mod.startswith(("torch.nn.modules", "torch.nn.utils", "torch.fx", "torch.utils", "torch.testing")):
             return False
+        # (torch._dynamo: its functions have rules of their own, marks._torch_dynamo_rule; its
+        # is_compiling answers True, as the other is_compiling flags: calls._torch_op)
+        if mod.startswith("torch._dynamo") and not is_torch_is_compiling(obj):
+            return False
         return (mod == "torch" or mod.startswith("torch.")) and _fx_can_name(obj)
     return False
 

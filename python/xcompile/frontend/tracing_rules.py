@@ -232,6 +232,15 @@ def _disallow(tx, obj, args, kwargs) -> Value:
                       "The function is excluded from graphs: the call runs eagerly.")
 
 
+def _torch_dynamo(tx, obj, args, kwargs) -> Value:
+    """A function of torch._dynamo called in traced code (``marks._torch_dynamo_rule``)."""
+    if obj.__name__ == "graph_break":
+        raise Unsupported("Call to `torch._dynamo.graph_break()`", "Remove the call to trace through.",
+                          "User-inserted graph break.")
+    raise Unsupported(f"call to torch._dynamo.{obj.__name__} inside a compiled region",
+                      "Call it before the compiled region.", "torch._dynamo's functions run eagerly.")
+
+
 def _forbid(tx, obj, args, kwargs) -> Value:
     raise ForbiddenInGraph(f"{_name(obj)} is marked with xcompile.forbid_in_graph and was reached while "
                            "tracing; call it outside the compiled region")
@@ -351,6 +360,7 @@ RULE_CALLS: dict[str, Callable[..., Value]] = {
     "allow": _graph_node(nonstrict=False),
     "nonstrict": _graph_node(nonstrict=True),
     "disallow": _disallow,
+    "torch_dynamo": _torch_dynamo,
     "logging": _logging,
     "forbid": _forbid,
     "disable": _disable,
