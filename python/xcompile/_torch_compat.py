@@ -17,6 +17,10 @@ What differs, by torch version:
   a view at storage offset 99 instead of raising eager's IndexError. A compiled graph then read
   past the tensor (another row of its storage: a wrong answer where eager raises) or failed in
   ``as_strided`` with a RuntimeError. On those the rule is wrapped here with 2.13's check.
+- the fake-tensor rules of ``aten._unique2``, ``aten.unique_dim`` and ``aten.unique_consecutive``:
+  torch 2.11's make the inverse indices and the counts in the input's dtype (eager's are int64),
+  so with ``config.capture_dynamic_output_shape_ops`` a compiled ``torch.unique(x,
+  return_inverse=True)[1].dtype`` on a float ``x`` said float32. On 2.11 they are wrapped here.
 - ``torch.cond`` and ``torch.while_loop`` called outside dynamo compile a wrapper of their
   higher-order op with ``torch.compile``. Under make_fx (xcompile's AOT trace of a graph that
   holds one) 2.13 and 2.14 skip that frame and call the op; 2.11 traces it with dynamo inside
@@ -94,6 +98,28 @@ if not FAKE_SELECT_CHECKS_RANGE:
     FakeTensorMode.cache_clear()        # nothing traced before this import keeps the unchecked view
 
 
+# -- fake tensors: unique's inverse indices and counts --------------------------------------------------
+# torch 2.11's rules (fake_impls._unique) make them in the input's dtype (2.12: int64, as eager)
+FAKE_UNIQUE_COUNTS_INT64 = TORCH_VERSION >= (2, 12)
+
+
+def _int64_inverse_and_counts(rule: Any) -> Any:
+    def unique(fake_mode: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
+        out = rule(fake_mode, func, *args, **kwargs)
+        if out is NotImplemented:
+            return out
+        return (out[0], *(t if t.dtype == torch.int64 else t.new_empty(t.shape, dtype=torch.int64) for t in out[1:]))
+    unique.__wrapped__ = rule  # type: ignore[attr-defined]
+    return unique
+
+
+if not FAKE_UNIQUE_COUNTS_INT64:
+    for _op in (torch.ops.aten._unique2.default, torch.ops.aten.unique_dim.default,
+                torch.ops.aten.unique_consecutive.default):
+        _fake_impls.op_implementations_dict[_op] = _int64_inverse_and_counts(_fake_impls.op_implementations_dict[_op])
+    FakeTensorMode.cache_clear()
+
+
 # -- torch.cond / torch.while_loop in a graph -----------------------------------------------------------
 def cond(pred: Any, true_fn: Any, false_fn: Any, operands: tuple) -> Any:
     """``torch.cond(pred, true_fn, false_fn, operands)`` (a tensor predicate, flat tensor operands).
@@ -116,5 +142,5 @@ def while_loop(cond_fn: Any, body_fn: Any, carried: tuple, additional: tuple = (
     return _while_loop_op(cond_fn, body_fn, tuple(carried), tuple(additional))
 
 
-__all__ = ["AUTOGRAD_FUNCTION_APPLY", "FAKE_SELECT_CHECKS_RANGE", "TORCH_VERSION", "autograd_function_of_apply",
-           "cond", "is_fx_tracing", "while_loop"]
+__all__ = ["AUTOGRAD_FUNCTION_APPLY", "FAKE_SELECT_CHECKS_RANGE", "FAKE_UNIQUE_COUNTS_INT64", "TORCH_VERSION",
+           "autograd_function_of_apply", "cond", "is_fx_tracing", "while_loop"]

@@ -110,3 +110,35 @@ def test_cond_and_while_loop_ops_run_eagerly_and_under_make_fx():
         assert torch.ops.higher_order.cond in targets, "torch._higher_order_ops.cond.cond_op under make_fx"
         assert torch.ops.higher_order.while_loop in targets, "while_loop_op under make_fx"
         assert torch.equal(gm(torch.tensor(False), x)[0], x.cos())
+
+
+def test_fake_unique_inverse_and_counts_are_int64():
+    # torch 2.11: the fake rules made them in the input's dtype (compat wraps them there)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        x = mode.from_tensor(torch.tensor([[3.0, 1.0], [3.0, 1.0], [2.0, 0.0]]))
+        for name, (_, inverse, counts) in [
+                ("aten._unique2", torch.unique(x, return_inverse=True, return_counts=True)),
+                ("aten.unique_dim", torch.unique(x, dim=0, return_inverse=True, return_counts=True)),
+                ("aten.unique_consecutive", torch.unique_consecutive(x, return_inverse=True, return_counts=True))]:
+            assert inverse.dtype == counts.dtype == torch.int64, f"torch._subclasses.fake_impls {name}"
+
+
+def test_compiled_unique_inverse_dtype_is_eagers():
+    import xcompile
+
+    def f(x):
+        _, inverse, counts = torch.unique(x, return_inverse=True, return_counts=True)
+        return inverse * 2, counts + 1, (inverse + 1).dtype
+
+    x = torch.tensor([3.0, 1.0, 3.0, 2.0])
+    for backend in ("eager", "aot_eager", "inductor"):
+        xcompile.reset()
+        with xcompile.config.patch(capture_dynamic_output_shape_ops=True):
+            got = xcompile.compile(f, backend=backend)(x)
+        want = f(x)
+        assert got[2] == want[2] == torch.int64, backend
+        for g, w in zip(got[:2], want[:2]):
+            assert g.dtype == w.dtype and torch.equal(g, w), backend
