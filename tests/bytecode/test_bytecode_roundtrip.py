@@ -313,3 +313,20 @@ def test_super_instructions_split_and_fuse_back():
     assert not set(op.SUPER_SPLIT) & {d.opname for d in dis.get_instructions(wide)}
     fn = types.FunctionType(wide, {})
     assert fn(*range(20), 3, 10) == _swap_then_add(3, 10) == 3
+
+
+def _hot_loop(n):
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+
+
+def test_hot_code_reads_without_executors():
+    """A loop hot enough for CPython 3.13's tier-2 optimizer gets ENTER_EXECUTOR in its
+    adaptive code; co_code (what the decoders read) never shows it."""
+    for _ in range(50):
+        _hot_loop(2000)
+    code = _hot_loop.__code__
+    assert "ENTER_EXECUTOR" not in {x.opname for x in disassemble(code)}
+    assert assemble(disassemble(code), template=code).co_code == code.co_code
