@@ -1,13 +1,14 @@
 """The wide random-program search: ``make fuzz N=5000`` (or ``python tests/programs/fuzz.py``).
 
-    python tests/programs/fuzz.py -n 5000 [--start 0] [--backends eager,aot_eager,inductor]
+    python tests/programs/fuzz.py -n 5000 [--start 0] [--backends eager,aot_eager,inductor] [--progress 250]
                                   [--minimize] [--timeout 180] [--log FILE]
 
 Each backend's programs run in a worker process (programs in-process, ``xcompile.reset()``
 between them); a worker that dies or hangs on a program records it as a ``crash`` and a new
 worker goes on with the next seed.  Prints one line per failure as it is found and a summary
 per backend: programs, ok, wrong answers, errors (xcompile raised where eager did not),
-crashes, and programs discarded because eager raised.  ``--minimize`` shrinks every failure
+crashes, and programs discarded because eager raised; a count line every ``--progress``
+programs, and on Ctrl-C or SIGTERM the summary of the programs run so far.  ``--minimize`` shrinks every failure
 and prints the small program.  Known failures (tests/programs/known.py) are counted and marked
 ``known``.  Replay one seed:
 
@@ -20,6 +21,7 @@ import collections
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -79,14 +81,29 @@ def _spawn(backend, start, end, minimize):
     return p, q
 
 
-def run_backend(backend, start, n, *, minimize, timeout, log):
+def run_backend(backend, start, n, *, minimize, timeout, log, progress=0):
     _, _, known = _imports()
     counts = collections.Counter()
     failures = []
     seed = start
     end = start + n
     t0 = time.time()
+    try:
+        _run_range(backend, seed, end, minimize, timeout, log, known, counts, failures, progress)
+    except KeyboardInterrupt:                   # Ctrl-C or SIGTERM: the summary of what ran
+        counts["interrupted"] += 1
+        print(f"[{backend}] interrupted after {_done(counts)} programs", flush=True)
+    secs = time.time() - t0
+    return counts, failures, secs
+
+
+def _done(counts) -> int:
+    return sum(counts[k] for k in ("ok", "wrong", "error", "crash", "discard"))
+
+
+def _run_range(backend, seed, end, minimize, timeout, log, known, counts, failures, progress):
     idle_deaths = 0          # workers in a row that died without starting a program
+    t0 = time.time()
     while seed < end:
         p, q = _spawn(backend, seed, end, minimize)
         current = None
@@ -96,6 +113,9 @@ def run_backend(backend, start, n, *, minimize, timeout, log):
                 line = q.get(timeout=timeout if not minimize else timeout * 20)
             except queue.Empty:
                 line = "TIMEOUT"
+            except KeyboardInterrupt:
+                p.kill()
+                raise
             if line is None or line == "TIMEOUT":
                 if p.poll() is None:
                     p.kill()
@@ -127,11 +147,13 @@ def run_backend(backend, start, n, *, minimize, timeout, log):
             _record(backend, rec, counts, failures, known, log)
             current = None
             seed = rec["seed"] + 1
+            if progress and _done(counts) % progress == 0:
+                print(f"[{backend}] {_done(counts)} programs: ok {counts['ok']} wrong {counts['wrong']} "
+                      f"errors {counts['error']} crashes {counts['crash']} discarded {counts['discard']} "
+                      f"({time.time() - t0:.0f}s)", flush=True)
         if seed >= end:
             break
         counts["restart"] += 1               # the worker ended with seeds left: a new one goes on
-    secs = time.time() - t0
-    return counts, failures, secs
 
 
 def _record(backend, rec, counts, failures, known, log):
@@ -165,6 +187,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cudagraphs", action="store_true",
                     help="inductor with mode='reduce-overhead', CPU graphs recorded by the stand-in "
                          "device; each program's calls made three times (warm-up, record, replay)")
+    ap.add_argument("--progress", type=int, default=250, help="a count line every N programs (0: none)")
     ap.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.dynamic:
@@ -187,15 +210,20 @@ def main(argv=None) -> int:
         return 0
     summary = []
     bad = 0
+    signal.signal(signal.SIGTERM, signal.default_int_handler)     # kill: the summary of what ran
     for b in a.backends.split(","):
-        counts, failures, secs = run_backend(b, a.start, a.n, minimize=a.minimize, timeout=a.timeout, log=a.log)
+        counts, failures, secs = run_backend(b, a.start, a.n, minimize=a.minimize, timeout=a.timeout, log=a.log,
+                                             progress=a.progress)
         new = sum(1 for f in failures if f["seed"] not in {s for (bb, s) in _imports()[2].KNOWN if bb == b})
         bad += new
-        summary.append(f"{b:10s} programs {a.n:5d}  ok {counts['ok']:5d}  wrong {counts['wrong']:4d}  "
+        cut = " (interrupted)" if counts["interrupted"] else ""
+        summary.append(f"{b:10s} programs {_done(counts):5d}{cut}  ok {counts['ok']:5d}  wrong {counts['wrong']:4d}  "
                        f"errors {counts['error']:4d}  crashes {counts['crash']:3d}  restarts {counts['restart']:3d}  "
                        f"{'not run ' + str(counts['not_run']) + '  ' if counts['not_run'] else ''}"
                        f"discarded {counts['discard']:4d}  "
                        f"(known {counts['known']}, new {new})  {secs:7.0f}s")
+        if counts["interrupted"]:
+            break
     print("\nrandom programs, seeds %d..%d:" % (a.start, a.start + a.n - 1))
     print("\n".join(summary))
     return 1 if bad else 0
