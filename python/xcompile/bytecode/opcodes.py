@@ -138,7 +138,7 @@ BACKWARD_JUMPS = frozenset(n for n in JUMPS if "BACKWARD" in n)
 _found = getattr(dis, "_inline_cache_entries", None)
 if _found is None:  # pragma: no cover
     _found = _opcode._inline_cache_entries  # type: ignore[attr-defined]  # private; typeshed omits it
-_cache_table: list[int] | dict[int, int] = _found
+_cache_table: list[int] | dict[str, int] = _found
 
 
 def cache_entries(opname: str) -> int:
