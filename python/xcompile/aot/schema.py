@@ -150,7 +150,27 @@ def analyze(program, fake_primals: list, fake_mode) -> Schema:
     # user inputs that require grad may be non-leaves the program writes into: give it a clone
     maybe_cloned = [k for k in range(program.num_user_inputs) if requires_grad[k]]
     with _keeping_metadata(fake_primals):
-        return _analyze(program, fake_primals, fake_mode, requires_grad, maybe_cloned)
+        schema = _analyze(program, fake_primals, fake_mode, requires_grad, maybe_cloned)
+    # The run above traced every input that requires grad on a clone, and a clone of an input
+    # that is not dense (``x[:, 1:]``) has contiguous strides: ``x.contiguous()`` traced as
+    # nothing and the call returned the caller's view itself where eager returns a copy (random
+    # program 300356). Such an input that the program does not write is described again on
+    # itself, as the joint trace sees it.
+    unwritten = [k for k in maybe_cloned if k not in schema.cloned_inputs and not _dense(fake_primals[k])]
+    if unwritten:
+        with _keeping_metadata(fake_primals):
+            schema = _analyze(program, fake_primals, fake_mode, requires_grad, schema.cloned_inputs)
+    return schema
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Its elements fill one block of memory, each once (``clone()`` keeps its strides)."""
+    extent = 1
+    for st, n in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
+        if st != extent:
+            return False
+        extent = st * n
+    return True
 
 
 @contextlib.contextmanager
