@@ -9,7 +9,7 @@
 # Usage: tools/wheel/check_wheel.sh [dist-dir]        (exit status 0 = all good)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-DIST="${1:-$ROOT/dist}"
+DIST="$(cd "${1:-$ROOT/dist}" && pwd)"     # absolute: the checks below run from a temporary folder
 PYTHON="${PYTHON:-python3}"
 WHEEL="$(ls "$DIST"/xcompile-*-manylinux*.whl | head -1)"
 WORK="$(mktemp -d)"
