@@ -9,6 +9,7 @@ of the bytecode toolkit looks at ``sys.version_info``.
 """
 from __future__ import annotations
 
+import dataclasses
 import dis
 import opcode as _opcode
 import sys
@@ -85,28 +86,12 @@ TABLE: dict[tuple[int, int], OpcodeFacts] = {
         compare_shift=4,
         for_iter_skip=1,
     ),
-    (3, 13): OpcodeFacts(
-        version=(3, 13),
-        name_shift={"LOAD_GLOBAL": 1, "LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 2},
-        forward_to_backward={
-            "JUMP_FORWARD": "JUMP_BACKWARD",
-            "POP_JUMP_IF_FALSE": None, "POP_JUMP_IF_TRUE": None,
-            "POP_JUMP_IF_NONE": None, "POP_JUMP_IF_NOT_NONE": None,
-            "FOR_ITER": None, "SEND": None,
-        },
-        negated={"POP_JUMP_IF_FALSE": "POP_JUMP_IF_TRUE", "POP_JUMP_IF_TRUE": "POP_JUMP_IF_FALSE",
-                 "POP_JUMP_IF_NONE": "POP_JUMP_IF_NOT_NONE",
-                 "POP_JUMP_IF_NOT_NONE": "POP_JUMP_IF_NONE"},
-        merge_same_locations=True,
-        no_fallthrough=_NO_FALLTHROUGH | {"RETURN_CONST"},
-        for_iter_skips_end_for=True,
-        compare_shift=5,
-        for_iter_skip=2,
-        super_instructions=True,
-        null_above_callable=True,
-        jumps_need_bool=True,
-    ),
 }
+
+# 3.13: 3.12's facts, with the compare and FOR_ITER encodings moved, super-instructions, the NULL
+# above the callable and conditional jumps that need an exact bool
+TABLE[(3, 13)] = dataclasses.replace(TABLE[(3, 12)], version=(3, 13), compare_shift=5, for_iter_skip=2,
+                                     super_instructions=True, null_above_callable=True, jumps_need_bool=True)
 
 VERSION = sys.version_info[:2]
 if VERSION not in TABLE:  # pragma: no cover - guarded by requires-python
