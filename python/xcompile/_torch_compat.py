@@ -40,7 +40,7 @@ import torch.utils._pytree as pytree
 from torch._higher_order_ops.cond import cond_op as _cond_op
 from torch._higher_order_ops.while_loop import while_loop_op as _while_loop_op
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import guard_or_false
+from torch.fx.experimental.symbolic_shapes import guard_or_false, statically_known_true
 
 TORCH_VERSION: tuple[int, int] = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])  # type: ignore[assignment]
 
@@ -143,4 +143,4 @@ def while_loop(cond_fn: Any, body_fn: Any, carried: tuple, additional: tuple = (
 
 
 __all__ = ["AUTOGRAD_FUNCTION_APPLY", "FAKE_SELECT_CHECKS_RANGE", "FAKE_UNIQUE_COUNTS_INT64", "TORCH_VERSION",
-           "autograd_function_of_apply", "cond", "is_fx_tracing", "while_loop"]
+           "autograd_function_of_apply", "cond", "is_fx_tracing", "statically_known_true", "while_loop"]

@@ -1,7 +1,11 @@
-"""An input that requires grad and is not dense keeps its strides through AOT's analysis (random
-program 300356): the analysis traced such an input on a ``clone()``, which gave it contiguous
-strides, so ``x.contiguous()`` traced as nothing and the compiled call returned the caller's view
-itself (strides (6, 1), sharing the caller's memory) where eager returns a contiguous copy."""
+"""A tensor that is not dense keeps its strides through AOT's traces, as in eager.
+
+- An input that requires grad was traced on a ``clone()``, which has contiguous strides: ``x.contiguous()``
+  traced as nothing and the compiled call returned the caller's view itself (strides (6, 1), sharing
+  its memory) where eager returns a contiguous copy (random program 300356).
+- A write into a tensor (``x.mul_(2)``) took the out-of-place result's (contiguous) strides under
+  functionalization, with or without grad: ``x.contiguous()`` after it returned ``x`` itself, and a
+  later write into that "copy" reached the caller's ``x``."""
 import pytest
 import torch
 
@@ -50,3 +54,42 @@ def test_after_a_graph_break(backend):
     out, ref = xcompile.compile(f, backend=backend)(a), f(a)
     torch.testing.assert_close(out, ref)
     assert out.stride() == ref.stride() == (5, 1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("view", sorted(VIEWS))
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_a_written_strided_input_keeps_its_strides(backend, view, requires_grad):
+    def f(x):
+        x.mul_(2)
+        y = x.contiguous()             # a copy in eager: x is still strided after the write
+        y.add_(1)                      # ... so this does not reach x
+        return y, x.reshape(-1) * 1, x.is_contiguous()
+    cf = xcompile.compile(f, backend=backend)
+    for _ in range(2):
+        w = torch.randn(4, 6, requires_grad=requires_grad)
+        xe, xc = VIEWS[view](w * 1), VIEWS[view](w * 1)     # views of non-leaves, which may be written
+        ref, out = f(xe), cf(xc)
+        torch.testing.assert_close(out, ref)
+        torch.testing.assert_close(xc, xe)       # the write reached the input, and only the write
+        assert out[0].stride() == ref[0].stride()
+        assert out[0].untyped_storage().data_ptr() != xc.untyped_storage().data_ptr(), "returned the input's memory"
+        if requires_grad:
+            g = torch.randn_like(ref[0])
+            ga = torch.autograd.grad((out[0] * g).sum() + out[1].sum(), w)
+            gb = torch.autograd.grad((ref[0] * g).sum() + ref[1].sum(), w)
+            torch.testing.assert_close(ga, gb)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_out_argument_keeps_its_strides(backend):
+    def f(a, b, out):
+        torch.add(a, b, out=out)
+        return out.contiguous()
+    cf = xcompile.compile(f, backend=backend)
+    a, b = torch.randn(4, 5), torch.randn(4, 5)
+    oe, oc = torch.zeros(4, 6)[:, 1:], torch.zeros(4, 6)[:, 1:]
+    ref, got = f(a, b, oe), cf(a, b, oc)
+    torch.testing.assert_close(got, ref)
+    torch.testing.assert_close(oc, oe)
+    assert got.untyped_storage().data_ptr() != oc.untyped_storage().data_ptr()

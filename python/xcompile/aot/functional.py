@@ -18,6 +18,8 @@ from typing import Iterator
 
 import torch
 
+from .._torch_compat import statically_known_true
+
 
 @contextlib.contextmanager
 def functionalization() -> Iterator[None]:
@@ -54,3 +56,49 @@ def has_data_mutation(t: torch.Tensor) -> bool:
 def has_metadata_mutation(t: torch.Tensor) -> bool:
     torch._sync(t)
     return bool(torch._functionalize_has_metadata_mutation(t))
+
+
+
+def same_layout(shape, a: tuple, b: tuple) -> bool:
+    """Strides ``a`` and ``b`` of a tensor of ``shape`` provably lay it out the same (no guard
+    is added on a symbolic size: what cannot be told is "not the same")."""
+    return all(statically_known_true(n <= 1) or statically_known_true(x == y) for n, x, y in zip(shape, a, b))
+
+
+def same_shape(a, b) -> bool:
+    return len(a) == len(b) and all(statically_known_true(x == y) for x, y in zip(a, b))
+
+def non_overlapping(shape, stride: tuple) -> bool:
+    """No two elements of a tensor of ``shape`` laid out by ``stride`` share memory (provably:
+    an expanded ``x.expand(3)`` does not qualify, and neither does a symbolic size not known)."""
+    extent = 1
+    dims = [(st, n) for n, st in zip(shape, stride) if not statically_known_true(n <= 1)]
+    if not all(isinstance(st, int) and isinstance(n, int) for st, n in dims):
+        return False
+    for st, n in sorted(dims):
+        if st < extent:
+            return False
+        extent = st * (n - 1) + extent
+    return True
+
+
+def restride(t: torch.Tensor, stride: tuple) -> None:
+    """Give functional wrapper ``t`` the layout ``stride`` again, values kept.
+
+    A write into a wrapper (``x.mul_(2)``) replaces the value it holds with the out-of-place
+    result, and the wrapper takes that result's strides: a tensor that is not dense (``x[:, 1:]``)
+    came out contiguous, so a later ``x.contiguous()`` traced as nothing and returned ``x``
+    itself, where eager, whose ``x`` keeps its strides, returns a copy (and ``x.reshape`` a copy
+    instead of a view). The value is written into a buffer through a view with the strides
+    eager has and the wrapper holds that view from then on (functional ops only: a scatter
+    into the buffer, then the view)."""
+    size = tuple(t.shape)
+    offset = t.storage_offset()
+    extent = offset + 1 + sum((n - 1) * st for n, st in zip(size, stride)) if all(n != 0 for n in size) else 0
+    with torch.no_grad():
+        buf = torch.empty((extent,), dtype=t.dtype, device=t.device)
+        view = buf.as_strided(size, stride, offset)
+        view.copy_(t)
+        value = from_functional(view)
+    torch._functionalize_replace(t, value)  # type: ignore[attr-defined]  # private binding
+    torch._functionalize_commit_update(t)  # type: ignore[attr-defined]

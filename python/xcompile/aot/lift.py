@@ -24,6 +24,8 @@ import torch.fx
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
+from .functional import non_overlapping, restride, same_layout, same_shape
+
 
 def _fetch_attr(root: torch.nn.Module, target: str) -> Any:
     obj: Any = root
@@ -73,6 +75,28 @@ class _LiftedInterpreter(torch.fx.Interpreter):
         self.program = program
         self.state_values = state
 
+    def run_node(self, n: torch.fx.Node):
+        if n.op not in ("call_function", "call_method", "call_module"):
+            return super().run_node(n)
+        watched = [(t, t.shape, t.stride()) for t in self._functional_inputs(n) if t.layout == torch.strided]
+        out = super().run_node(n)
+        if watched and not _restrides(n):
+            for t, shape, stride in watched:
+                if same_shape(t.shape, shape) and not same_layout(shape, t.stride(), stride) and \
+                        non_overlapping(shape, stride):
+                    restride(t, stride)       # a write took the out-of-place result's strides
+        return out
+
+    def _functional_inputs(self, n: torch.fx.Node) -> list:
+        """The functional wrappers node ``n`` reads (any of which it may write)."""
+        found = []
+        for inp in n.all_input_nodes:
+            v = self.env.get(inp)
+            for t in (v if isinstance(v, (list, tuple)) else (v,)):
+                if isinstance(t, torch.Tensor) and torch._is_functional_tensor(t):
+                    found.append(t)
+        return found
+
     def get_attr(self, target, args, kwargs):
         slot = self.program._attr_slot.get(target)
         if slot is not None:
@@ -86,6 +110,17 @@ class _LiftedInterpreter(torch.fx.Interpreter):
             return module(*args, **kwargs)
         params = {name: self.state_values[slot] for name, slot in slots.items()}
         return torch.func.functional_call(module, params, args, kwargs, tie_weights=False, strict=True)
+
+
+def _restrides(n: torch.fx.Node) -> bool:
+    """Whether ``n`` changes its input's layout in eager too (``x.t_()``, ``set_``)."""
+    name = n.target if isinstance(n.target, str) else getattr(n.target, "__name__", "")
+    if name in ("set_", "resize_", "resize_as_"):
+        return True
+    packet = getattr(torch.ops.aten, name, None) if name.endswith("_") else None
+    if not isinstance(packet, torch._ops.OpOverloadPacket):
+        return False
+    return any(torch.Tag.inplace_view in getattr(packet, o).tags for o in packet.overloads())
 
 
 def lift(gm: torch.fx.GraphModule) -> LiftedProgram:

@@ -25,7 +25,8 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .functional import from_functional, functionalization, has_data_mutation, has_metadata_mutation, to_functional
+from .functional import (from_functional, functionalization, has_data_mutation, has_metadata_mutation, non_overlapping,
+                         restride, same_layout, to_functional)
 
 
 class AotUnsupported(RuntimeError):
@@ -99,6 +100,9 @@ class Schema:
         used = list(fprimals)
         for k in self.cloned_inputs:
             used[k] = used[k].clone()
+            if not same_layout(used[k].shape, used[k].stride(), fprimals[k].stride()) and \
+                    non_overlapping(fprimals[k].shape, fprimals[k].stride()):
+                restride(used[k], fprimals[k].stride())   # a clone of x[:, 1:] is contiguous
         return used
 
     @property
@@ -150,27 +154,7 @@ def analyze(program, fake_primals: list, fake_mode) -> Schema:
     # user inputs that require grad may be non-leaves the program writes into: give it a clone
     maybe_cloned = [k for k in range(program.num_user_inputs) if requires_grad[k]]
     with _keeping_metadata(fake_primals):
-        schema = _analyze(program, fake_primals, fake_mode, requires_grad, maybe_cloned)
-    # The run above traced every input that requires grad on a clone, and a clone of an input
-    # that is not dense (``x[:, 1:]``) has contiguous strides: ``x.contiguous()`` traced as
-    # nothing and the call returned the caller's view itself where eager returns a copy (random
-    # program 300356). Such an input that the program does not write is described again on
-    # itself, as the joint trace sees it.
-    unwritten = [k for k in maybe_cloned if k not in schema.cloned_inputs and not _dense(fake_primals[k])]
-    if unwritten:
-        with _keeping_metadata(fake_primals):
-            schema = _analyze(program, fake_primals, fake_mode, requires_grad, schema.cloned_inputs)
-    return schema
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Its elements fill one block of memory, each once (``clone()`` keeps its strides)."""
-    extent = 1
-    for st, n in sorted((st, n) for n, st in zip(t.shape, t.stride()) if n > 1):
-        if st != extent:
-            return False
-        extent = st * n
-    return True
+        return _analyze(program, fake_primals, fake_mode, requires_grad, maybe_cloned)
 
 
 @contextlib.contextmanager
