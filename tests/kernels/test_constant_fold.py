@@ -66,3 +66,21 @@ def test_big_literals_stay_kernels():
     compiled = compile_fn(fn, [x])
     assert "cos.default" in compiled.wrapper_src          # computed by a kernel per call
     assert_close(compiled(x), fn(x))
+
+
+def _literal_output_read_again(x):
+    # an optimizer's first step: a step count made from a literal is an output (the new state),
+    # and the bias correction folded from it reads it (KeyError: the count was never evaluated)
+    step = torch.tensor(0.0) + 1
+    correction = 1 - torch.tensor(0.9) ** step
+    return step, x / correction
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_folded_value_reads_an_output(backend):
+    x = torch.randn(5)
+    compiled = compile_fn(_literal_output_read_again, [x], backend)
+    first = compiled(x)
+    assert_close(first, _literal_output_read_again(x))
+    first[0].add_(5)                       # the output is still the caller's own tensor
+    assert_close(compiled(x), _literal_output_read_again(x))

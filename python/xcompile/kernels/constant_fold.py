@@ -60,7 +60,9 @@ def _is_view(n: torch.fx.Node) -> bool:
         any(r.alias_info is not None for r in t._schema.returns)
 
 
-def _foldable(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
+def _foldable(gm: torch.fx.GraphModule) -> tuple[set[torch.fx.Node], set[torch.fx.Node]]:
+    """(the nodes to fold, the nodes computable from literals): an output is computable but
+    stays computed per call, and the folded nodes that read it read its compile-time value."""
     fold: set[torch.fx.Node] = set()
     for n in gm.graph.nodes:
         if n.op == "get_attr":
@@ -73,6 +75,7 @@ def _foldable(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
                 fold.add(n)
             elif not ins and n.target in _FACTORIES:
                 fold.add(n)
+    computable = set(fold)
     # outputs, and what an output is a view of, stay computed per call
     out = next(iter(gm.graph.find_nodes(op="output")))
     todo = list(out.all_input_nodes)
@@ -82,12 +85,12 @@ def _foldable(gm: torch.fx.GraphModule) -> set[torch.fx.Node]:
             fold.discard(n)
             if _is_view(n):
                 todo += _tensor_inputs(n)
-    return fold
+    return fold, computable
 
 
 def fold_constants(gm: torch.fx.GraphModule) -> int:
     """Fold in place; the number of constants made."""
-    fold = _foldable(gm)
+    fold, computable = _foldable(gm)
     while True:
         frontier = [n for n in fold if n.op == "call_function" and any(u not in fold for u in n.users)]
         big = [n for n in frontier if n.meta["val"].numel() > MAX_NUMEL]
@@ -99,8 +102,8 @@ def fold_constants(gm: torch.fx.GraphModule) -> int:
     values: dict[torch.fx.Node, Any] = {}     # tensors and the other values ops return
     needed = set(frontier)
     for n in reversed(gm.graph.nodes):      # only what the frontier reads is evaluated
-        if n in needed:
-            needed.update(a for a in _tensor_inputs(n) if a in fold)
+        if n in needed:                     # (an output a folded node reads: computable, not folded)
+            needed.update(a for a in _tensor_inputs(n) if a in computable)
     for n in gm.graph.nodes:
         if n not in needed:
             continue
