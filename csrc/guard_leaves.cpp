@@ -120,10 +120,13 @@ class LengthCheck final : public Leaf {
 };
 
 // Keys of a dict, in insertion order. A key compares by identity (interned strings, small ints),
-// else by exact type and ==; a raising == fails the guard.
+// else by exact type and ==; a raising == fails the guard. A key that hashes by identity (a
+// tensor, a module: `by_identity`) compares by identity only: Tensor.__eq__ is elementwise, and
+// a one-element tensor equal to the one guarded would pass as it.
 class DictKeys final : public Leaf {
  public:
-  DictKeys(PyObject* keys, std::string desc) : Leaf(std::move(desc)), keys_(keys) {}
+  DictKeys(PyObject* keys, std::vector<bool> by_identity, std::string desc)
+      : Leaf(std::move(desc)), keys_(keys), by_identity_(std::move(by_identity)) {}
   bool check(PyObject* v) override {
     if (!PyDict_Check(v)) return false;
     const Py_ssize_t n = PyTuple_GET_SIZE(keys_.o);
@@ -131,9 +134,10 @@ class DictKeys final : public Leaf {
     PyObject *k, *val;
     Py_ssize_t pos = 0, i = 0;
     while (PyDict_Next(v, &pos, &k, &val)) {
-      PyObject* want = PyTuple_GET_ITEM(keys_.o, i++);
+      PyObject* want = PyTuple_GET_ITEM(keys_.o, i);
+      const bool identity_only = by_identity_[i++];
       if (k == want) continue;
-      if (Py_TYPE(k) != Py_TYPE(want)) return false;
+      if (identity_only || Py_TYPE(k) != Py_TYPE(want)) return false;
       int eq = PyObject_RichCompareBool(k, want, Py_EQ);
       if (eq != 1) {
         if (eq < 0) clear_guard_error();
@@ -145,6 +149,7 @@ class DictKeys final : public Leaf {
 
  private:
   Ref keys_;
+  std::vector<bool> by_identity_;
 };
 
 // ---- equals ---------------------------------------------------------------------------------
@@ -578,9 +583,12 @@ std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc) {
   return std::make_unique<LengthCheck>(n, std::move(desc));
 }
 
-std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::string desc) {
+std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::vector<bool> by_identity, std::string desc) {
   if (!PyTuple_Check(keys)) throw pybind11::type_error("add_dict_keys: expected a tuple of keys");
-  return std::make_unique<DictKeys>(keys, std::move(desc));
+  if (by_identity.empty()) by_identity.assign(PyTuple_GET_SIZE(keys), false);
+  if ((Py_ssize_t)by_identity.size() != PyTuple_GET_SIZE(keys))
+    throw pybind11::value_error("add_dict_keys: by_identity needs one flag per key");
+  return std::make_unique<DictKeys>(keys, std::move(by_identity), std::move(desc));
 }
 
 std::unique_ptr<Leaf> make_dict_unchanged(PyObject* dict, std::string desc) {

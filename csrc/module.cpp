@@ -116,10 +116,11 @@ PYBIND11_MODULE(_C, m) {
           "their hook table is empty, unwatched (nn.Module's call never reads them).")
       .def(
           "add_dict_keys",
-          [](GuardNode& n, py::object keys, std::string desc) {
-            n.add_leaf(make_dict_keys(keys.ptr(), std::move(desc)));
+          [](GuardNode& n, py::object keys, std::string desc, std::vector<bool> by_identity) {
+            n.add_leaf(make_dict_keys(keys.ptr(), std::move(by_identity), std::move(desc)));
           },
-          py::arg("keys"), py::arg("desc"))
+          py::arg("keys"), py::arg("desc"), py::kw_only(), py::arg("by_identity") = std::vector<bool>{},
+          "by_identity: one flag per key, set for a key compared by identity only (a tensor).")
       .def(
           "add_dict_unchanged",
           [](GuardNode& n, py::object d, std::string desc) {

@@ -111,6 +111,7 @@ class DictStep(NamedTuple):
     target: Any
     keys: list
     parts: list
+    key_specs: Any = None                      # {position in keys: value spec} for tensor / module keys
 
 
 class AttrsStep(NamedTuple):
@@ -155,7 +156,7 @@ def value_parts(spec) -> list:
     if isinstance(spec, SetOpsStep):
         return [spec.target, *(p for _, p in spec.ops if p is not None)]
     if isinstance(spec, DictStep):
-        return [spec.target, *spec.parts]
+        return [spec.target, *spec.parts, *(spec.key_specs.values() if spec.key_specs else [])]
     if isinstance(spec, AttrsStep):
         return [spec.target, *(p for _, p in spec.attrs if p is not None)]
     if isinstance(spec, GlobalStep):
@@ -249,7 +250,10 @@ class EffectPlan:
                 target.extend(tail)
             elif isinstance(step, DictStep):
                 target = val(step.target)
-                new = list(zip(step.keys, [val(p) for p in step.parts]))
+                keys = list(step.keys)
+                for i, p in (step.key_specs or {}).items():
+                    keys[i] = val(p)
+                new = list(zip(keys, [val(p) for p in step.parts]))
                 if type(target) in _PLAIN_DICTS:
                     target.clear()
                     target.update(new)

@@ -61,7 +61,7 @@ from ..effects import (
     Slot,
 )
 from ..guards.sources import AttrSource, ItemSource, Source
-from .dict_keys import ValueKey, has_value_keys
+from .dict_keys import ValueKey
 from .exc import Unsupported
 from .rebuild_table import rebuilt_parts
 from .values import (
@@ -385,9 +385,9 @@ class SpecBuilder:
             return SetOpsStep("set_ops", self.where(t.where), ops)
         if t.kind == "dict":
             items = t.value.items
-            if has_value_keys(items):
-                raise Unsupported("storing tensor or module keys into a dict from outside the frame")
-            return DictStep("dict", self.where(t.where), list(items), [self.value(i) for i in items.values()])
+            key_specs = {i: self.key(k) for i, k in enumerate(items) if isinstance(k, ValueKey)}
+            return DictStep("dict", self.where(t.where), list(items), [self.value(i) for i in items.values()],
+                            key_specs or None)
         if t.kind == "attrs":                          # modules: nn.Module.__setattr__ routes the value
             is_module = isinstance(real_object(t.value), torch.nn.Module)
             return AttrsStep("attrs", self.where(t.where),
@@ -399,6 +399,17 @@ class SpecBuilder:
             c = t.value.contents
             return CellStep("cell", self.where(t.where), None if c is None else self.value(c))
         raise AssertionError(t.kind)
+
+    def key(self, k: ValueKey) -> tuple:
+        """A tensor or module key: the object itself when it comes from outside the frame (a
+        parameter keying an optimizer's state: never a copy of it out of the graph)."""
+        v = self.tx.resolve(k.value)
+        if isinstance(v, TensorValue):                 # (the value or one an in-place op returned)
+            known = [u for u in self.tx.gb.by_id.values() if u.fake is v.fake]
+            real = self.tx.gb.real_tensor(known[0]) if known else None
+        else:
+            real = real_object(v)
+        return Const("const", real) if real is not None else self.value(v)
 
     def value(self, v: Any) -> tuple:
         if isinstance(v, LazyValue):                    # never looked at: the object as it was

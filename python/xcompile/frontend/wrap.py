@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, Source
+from ..guards.sources import AttrSource, ClosureSource, GlobalSource, ItemSource, LocalSource, ObjectKey, Source
+from ..guards.spec import hashes_by_identity
 from . import hub, rules, tracing_rules
+from .dict_keys import identity_key
 from .exc import Unsupported
 from .side_effects import BlindList, BlindSet
 from .tensor_classes import check_tensor_class, mark
@@ -127,12 +129,28 @@ def _tuple(tx, obj, source, covered) -> Value:
 
 
 def _dict(tx, obj, source, covered) -> DictValue:
-    if not all(is_constant(k) for k in obj):
-        raise Unsupported("dict with non-constant keys", "Use str/int keys.")
+    """A dict from outside. Its keys are constants, or objects that hash by identity (tensors and
+    modules: an optimizer's ``state``, keyed by parameters), each the key object itself: the keys
+    guard (DICT_KEYS, identity for those) pins them, so such a key is not a graph input of its
+    own (it is the value the trace already has for that object, or a constant of the graph)."""
+    keys: list[Any] = []
+    for k in obj:
+        if is_constant(k):
+            keys.append(k)
+        elif hashes_by_identity(k):
+            key = identity_key(tx.wrap(k, None, True))
+            if key is None:
+                raise Unsupported(f"a dict keyed by {type(k).__name__} objects with a __hash__ of their own")
+            keys.append(key)
+        else:
+            raise Unsupported(f"dict with keys of type {type(k).__name__}",
+                              "Use constant keys (str, int...), tensors or modules.")
     if source is not None:
         tx.guards.sequence(source, obj, type_known=covered)
-    items: dict[Any, Value] = {k: LazyValue(v, ItemSource(source, k) if source is not None else None, False)
-                               for k, v in obj.items()}
+    items: dict[Any, Value] = {}
+    for key, (k, v) in zip(keys, obj.items()):
+        at = None if source is None else ItemSource(source, k if key is k else ObjectKey(k))
+        items[key] = LazyValue(v, at, False)
     factory = None
     if isinstance(obj, collections.defaultdict) and obj.default_factory is not None:
         factory = tx.wrap(obj.default_factory, AttrSource(source, "default_factory") if source else None, covered)

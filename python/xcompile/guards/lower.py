@@ -66,7 +66,7 @@ class _Lowering:
         elif isinstance(src, AttrSource):
             n = self.node(src.base).attr(src.attr)
         elif isinstance(src, ItemSource):
-            n = self.node(src.base).item(src.key)
+            n = self.node(src.base).item(src.key_object)
         else:
             raise TypeError(f"cannot lower a guard on source {src!r} ({type(src).__name__})")
         self.nodes[src] = n
@@ -81,6 +81,10 @@ class _Lowering:
             return
         if g.kind == spec.MODULE_TREE:
             self.node(g.source).add_module_tree(g.value, str(g), lazy_hooks=not self.all_module_tables)
+            return
+        if g.kind == spec.DICT_KEYS:
+            keys = tuple(g.value)
+            self.node(g.source).add_dict_keys(keys, str(g), by_identity=[spec.hashes_by_identity(k) for k in keys])
             return
         method, convert = _LEAVES[g.kind]
         getattr(self.node(g.source), method)(convert(g.value), str(g))

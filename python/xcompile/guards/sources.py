@@ -105,9 +105,30 @@ class GenericAttrSource(AttrSource):
         return object.__getattribute__(self.base.fetch(*frame), self.attr)
 
 
+class ObjectKey:
+    """A dict key that hashes by identity (a tensor, a module) inside an ``ItemSource``: compared
+    by identity, as the dict compares it (``Tensor.__eq__`` is elementwise; a source compared
+    with another must never reach it)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ObjectKey) and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __repr__(self) -> str:
+        return f"<{type(self.obj).__name__} at {id(self.obj):#x}>"
+
+
 @dataclass(frozen=True)
 class ItemSource(Source):
-    """``base[key]`` for a list/tuple index or a dict key (a hashable constant)."""
+    """``base[key]`` for a list/tuple index or a dict key (a hashable constant, or an
+    ``ObjectKey``)."""
 
     base: Source
     key: Any
@@ -115,9 +136,15 @@ class ItemSource(Source):
     def name(self) -> str:
         return f"{self.base.name()}[{self.key!r}]"
 
+    @property
+    def key_object(self) -> Any:
+        """The key itself, as the container is indexed with it."""
+        return self.key.obj if isinstance(self.key, ObjectKey) else self.key
+
     def fetch(self, *frame):
         base = self.base.fetch(*frame)
-        return dict.__getitem__(base, self.key) if isinstance(base, dict) else base[self.key]
+        key = self.key_object
+        return dict.__getitem__(base, key) if isinstance(base, dict) else base[key]
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ LENGTH_CHECK = "LENGTH_CHECK"      # len(v) == value                         (va
 TENSOR_MATCH = "TENSOR_MATCH"      # same type, dispatch keys, dtype, device, sizes, strides, requires_grad as value
 MODULE_TREE = "MODULE_TREE"        # v is value and no dict of the module tree (or global hooks) changed
 DICT_UNCHANGED = "DICT_UNCHANGED"  # v is value and its contents are unchanged (version tag + identity snapshot)
-DICT_KEYS = "DICT_KEYS"            # v is a dict whose keys are value, in this order (value: tuple of constants)
+DICT_KEYS = "DICT_KEYS"            # v is a dict whose keys are value, in this order (value: tuple of constants,
+                                   # tensors and modules: those compared by identity, hashes_by_identity)
 
 KINDS = (TYPE_MATCH, ID_MATCH, EQUALS_MATCH, LENGTH_CHECK, TENSOR_MATCH, MODULE_TREE, DICT_UNCHANGED,
          DICT_KEYS)
@@ -43,9 +44,18 @@ class Guard:
             detail = getattr(v, "__qualname__", repr(v))
         elif self.kind in (ID_MATCH, MODULE_TREE, DICT_UNCHANGED):
             detail = f"id={id(v):#x} ({type(v).__name__})"
+        elif self.kind == DICT_KEYS and any(hashes_by_identity(k) for k in v):
+            detail = "(" + ", ".join(f"<{type(k).__name__} id={id(k):#x}>" if hashes_by_identity(k) else repr(k)
+                                     for k in v) + ")"
         else:
             detail = repr(v)
         return f"{self.kind}: {self.source.name()} {detail}"
+
+
+def hashes_by_identity(key: Any) -> bool:
+    """A dict key that eager's dict tells from others by identity alone (``Tensor.__hash__`` is
+    ``id``; its ``==`` is elementwise and never reached for a key), compared so by DICT_KEYS."""
+    return isinstance(key, (torch.Tensor, torch.nn.Module))
 
 
 # What a shape relation reads of a value: a tensor's size or stride at a dim, its storage offset,
