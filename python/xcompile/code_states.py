@@ -40,8 +40,11 @@ _PACKAGE_DIRS = _dirs(*(sysconfig.get_paths().get(k) for k in ("purelib", "platl
                       *site.getsitepackages() if hasattr(site, "getsitepackages") else (),
                       site.getusersitepackages() if hasattr(site, "getusersitepackages") else None)
 _PACKAGE_PARTS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
-# Never compiled: torch, xcompile itself, and the standard library.
+# Never compiled: torch, xcompile itself, and the standard library; but torch.optim's frames are
+# compiled as user code is (as torch.compile does): its step() breaks in its grad-mode wrapper
+# (``torch._dynamo.graph_break()``), and the step it then calls is the graph worth having.
 _LIBRARY_DIRS = _dirs(os.path.dirname(torch.__file__), os.path.dirname(__file__))
+_COMPILED_TORCH_DIRS = _dirs(os.path.join(os.path.dirname(torch.__file__), "optim"))
 _STDLIB_DIRS = _dirs(sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["platstdlib"])
 
 
@@ -51,6 +54,8 @@ def _is_third_party(fn: str) -> bool:
 
 def skip_file(fn: str) -> bool:
     """Library code that runs eagerly (the frames it calls are still compiled)."""
+    if fn.startswith(_COMPILED_TORCH_DIRS):
+        return False
     if fn.startswith(_LIBRARY_DIRS) or fn.startswith(tuple(config.skip_file_prefixes)):
         return True
     if _is_third_party(fn):
@@ -83,6 +88,8 @@ def skip_module(f_globals: dict) -> bool:
     """Code generated at run time ("<string>" files: dataclass methods, namedtuples) by torch or
     by us belongs to the library, wherever its file says it is."""
     name = f_globals.get("__name__") or ""
+    if name.startswith("torch.optim."):
+        return False
     return any(name == p or name.startswith(p + ".") for p in _SKIP_MODULES) or \
         name.startswith(("__editable__", "_editable_"))    # editable installs' import finders
 

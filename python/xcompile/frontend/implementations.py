@@ -19,6 +19,7 @@ from . import (  # noqa: F401  (each registers its operations in the hub)
     modules,
     new_modules,
     numpy_tracing,
+    optim_ops,
     pyops,
     scalars,
     seq_subclass_inputs,

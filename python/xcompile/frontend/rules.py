@@ -148,9 +148,10 @@ def is_torch_op(obj: Any) -> bool:
         mod = obj.__module__ or ""
         if is_function_transform_code(obj.__code__):
             return False
-        # (torch.testing: test helpers, inlined as torch.compile does; OpInfo's wrapper_set_seed
+        # (torch.testing: test helpers, inlined as torch.compile does, as torch.optim; OpInfo's wrapper_set_seed
         # seeds the global generator around its op, which in one graph node AOT's trace ran once)
-        if mod.startswith(("torch.nn.modules", "torch.nn.utils", "torch.fx", "torch.utils", "torch.testing")):
+        if mod.startswith(("torch.nn.modules", "torch.nn.utils", "torch.fx", "torch.utils", "torch.testing",
+                           "torch.optim")):
             return False
         # (torch._dynamo: its functions have rules of their own, marks._torch_dynamo_rule; its
         # is_compiling answers True, as the other is_compiling flags: calls._torch_op)

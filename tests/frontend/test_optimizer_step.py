@@ -1,0 +1,134 @@
+"""``optimizer.step()`` captured (issue #32).
+
+Before, ``xcompile.explain(lambda: opt.step())()`` gave 0 graphs: torch.optim's functions were
+taken for torch operators ("passing object of type AdamW to a torch operator"), torch.optim's
+frames were skipped as torch's own after the break its grad-mode wrapper makes
+(``torch._dynamo.graph_break()``), its ``state`` dict is keyed by parameters ("dict with
+non-constant keys"), the first step stores new parameter keys into it, and Adam's
+``addcdiv_(..., value=<0-d tensor>)`` was a data-dependent operator. Now the step is one graph,
+whose only breaks are the wrapper's own, as under torch.compile.
+"""
+import copy
+
+import pytest
+import torch
+
+import xcompile
+from xcompile.testing import CompileCounterWithBackend
+
+pytestmark = pytest.mark.usefixtures("fresh_compilers")
+
+OPTIMIZERS = {
+    "sgd": lambda ps: torch.optim.SGD(ps, lr=0.1),
+    "sgd-nesterov": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01),
+    "adam": lambda ps: torch.optim.Adam(ps, lr=1e-2),
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1),
+    "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=1e-2, momentum=0.5),
+    "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=1e-2),
+}
+# Under compile an optimizer keeps its step count a tensor (torch.optim's _get_value), so Adam's
+# bias corrections are float32 tensor math where eager uses Python floats (torch.compile too).
+TOLERANCE = {"adam": dict(rtol=1e-5, atol=1e-6), "adamw": dict(rtol=1e-5, atol=1e-6)}
+CASES = [(k, "eager") for k in OPTIMIZERS] + [(k, "aot_eager") for k in OPTIMIZERS] + \
+    [("adamw", "inductor"), ("sgd-nesterov", "inductor")]
+
+
+def _model():
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+
+
+def _only_wrapper_breaks(explained) -> bool:
+    return all("graph_break()" in str(b) for b in explained.break_reasons)
+
+
+@pytest.mark.parametrize("kind,backend", CASES)
+def test_step_is_one_graph_and_agrees(kind, backend):
+    torch.manual_seed(0)
+    m_ref = _model()
+    m = copy.deepcopy(m_ref)
+    opt_ref, opt = OPTIMIZERS[kind](m_ref.parameters()), OPTIMIZERS[kind](m.parameters())
+    cnt = CompileCounterWithBackend(backend)
+    step = xcompile.compile(lambda: opt.step(), backend=cnt)
+    tol = TOLERANCE.get(kind, dict(rtol=1e-6, atol=1e-7))
+    counts = []
+    for _ in range(4):
+        x = torch.randn(4, 6)
+        m_ref(x).square().sum().backward()
+        m(x).square().sum().backward()
+        opt_ref.step()
+        step()
+        opt_ref.zero_grad()
+        opt.zero_grad()
+        counts.append(cnt.frame_count)
+        for a, b in zip(m.parameters(), m_ref.parameters()):
+            torch.testing.assert_close(a, b, **tol)
+    assert counts[-1] == counts[-2] <= 2, f"recompiled after the state was made: {counts}"
+    assert cnt.op_count > 0
+    for p, p_ref in zip(m.parameters(), m_ref.parameters()):
+        st, st_ref = opt.state[p], opt_ref.state[p_ref]
+        assert list(st) == list(st_ref)
+        for k in st:
+            torch.testing.assert_close(torch.as_tensor(st[k]), torch.as_tensor(st_ref[k]), **tol)
+    m(torch.randn(4, 6)).sum().backward()
+    explained = xcompile.explain(lambda: opt.step())()
+    assert explained.graph_count == 1 and _only_wrapper_breaks(explained), str(explained)
+
+
+def test_state_keyed_by_one_element_tensors_is_told_apart():
+    """An outside dict keyed by tensors: its keys are guarded by identity. Tensor ``==`` is
+    elementwise; a one-element key equal in value to the old one must not pass for it."""
+    a, b = torch.tensor([1.0]), torch.tensor([1.0])
+    state = {a: torch.tensor([10.0])}
+    cnt = CompileCounterWithBackend("eager")
+
+    def f(x):
+        total = x
+        for k, v in state.items():
+            total = total + k * v
+        return total
+
+    cf = xcompile.compile(f, backend=cnt, fullgraph=True)
+    x = torch.zeros(1)
+    torch.testing.assert_close(cf(x), f(x))
+    state.clear()
+    state[b] = torch.tensor([20.0])
+    torch.testing.assert_close(cf(x), f(x))
+    assert cnt.frame_count == 2
+
+
+def test_lookup_by_a_parameter_reads_its_entry():
+    m = torch.nn.Linear(3, 3)
+    state = {p: torch.full_like(p, float(i + 1)) for i, p in enumerate(m.parameters())}
+
+    def f():
+        return [p * state[p] for p in m.parameters()]
+
+    cf = xcompile.compile(f, backend="eager", fullgraph=True)
+    for got, ref in zip(cf(), f()):
+        torch.testing.assert_close(got, ref)
+    state[m.bias] = torch.zeros(3)                 # a value changed: the same keys, read again
+    for got, ref in zip(cf(), f()):
+        torch.testing.assert_close(got, ref)
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_new_parameter_keys_stored_into_an_outside_dict(backend):
+    """An optimizer's first step makes its state: entries keyed by the parameters themselves."""
+    import collections
+    m = torch.nn.Linear(2, 2)
+    state: dict = collections.defaultdict(dict)
+
+    def init():
+        for p in m.parameters():
+            s = state[p]
+            if len(s) == 0:
+                s["buf"] = torch.zeros_like(p)
+            s["buf"].add_(p)
+
+    cf = xcompile.compile(init, backend=backend)
+    cf()
+    cf()
+    assert list(state) == list(m.parameters())
+    assert all(k is p for k, p in zip(state, m.parameters()))
+    for p in m.parameters():
+        torch.testing.assert_close(state[p]["buf"], 2 * p.detach())
