@@ -53,6 +53,11 @@ def has_data_mutation(t: torch.Tensor) -> bool:
     return bool(torch._functionalize_has_data_mutation(t))  # type: ignore[attr-defined]  # private binding
 
 
+def mutation_counter(t: torch.Tensor) -> int:
+    """How many writes the functional wrapper ``t`` has seen."""
+    return int(torch._functionalize_mutation_counter(t))  # type: ignore[attr-defined]  # private binding
+
+
 def has_metadata_mutation(t: torch.Tensor) -> bool:
     torch._sync(t)
     return bool(torch._functionalize_has_metadata_mutation(t))

@@ -25,8 +25,8 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .functional import (from_functional, functionalization, has_data_mutation, has_metadata_mutation, non_overlapping,
-                         restride, same_layout, to_functional)
+from .functional import (from_functional, functionalization, has_data_mutation, has_metadata_mutation, mutation_counter,
+                         non_overlapping, restride, same_layout, to_functional)
 
 
 class AotUnsupported(RuntimeError):
@@ -179,8 +179,9 @@ def _analyze(program, fake_primals: list, fake_mode, requires_grad: list[bool],
         used = probe.prepare(fprimals)
         grad_fns = [getattr(u, "grad_fn", None) for u in used]
         offsets = [u.storage_offset() if isinstance(u, torch.Tensor) else 0 for u in used]
+        writes = [mutation_counter(u) if isinstance(u, torch.Tensor) else 0 for u in used]
         outs = program(*used)
-        schema = _describe(outs, used, requires_grad, grad_fns, offsets)
+        schema = _describe(outs, used, requires_grad, grad_fns, offsets, writes)
         schema.cloned_inputs = [k for k in maybe_cloned if k in schema.mutated_inputs]
     if writes_in_place(program.gm):
         _eager_layouts(program, fake_primals, fake_mode, maybe_cloned, outs, schema)
@@ -260,7 +261,8 @@ def _no_grad_view(o: torch.Tensor) -> bool:
 
 
 def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
-              grad_fns_before: list | None = None, offsets_before: list | None = None) -> Schema:
+              grad_fns_before: list | None = None, offsets_before: list | None = None,
+              writes_before: list | None = None) -> Schema:
     for i, o in enumerate(outs):
         if not isinstance(o, torch.Tensor):
             raise AotUnsupported(f"aot: output {i} is a {type(o).__name__}; graphs must return tensors")
@@ -271,8 +273,8 @@ def _describe(outs: tuple, fprimals: list, input_requires_grad: list[bool],
             continue
         if has_metadata_mutation(p):
             meta_changes.append(_meta_change(k, p, offsets_before[k] if offsets_before else 0))
-        if has_data_mutation(p):
-            mutated.append(k)
+        if has_data_mutation(p) and (writes_before is None or mutation_counter(p) > writes_before[k]):
+            mutated.append(k)         # (a clone restrided by prepare() was written by it, not by the program)
     input_slot = {id(p): k for k, p in enumerate(fprimals)}
     input_storage: dict[StorageWeakRef, int] = {}
     for k, p in enumerate(fprimals):
