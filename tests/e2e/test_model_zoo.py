@@ -180,4 +180,7 @@ def test_training_step_matches_eager(opt, backend):
         _check(dict(model_c.state_dict()), dict(model_e.state_dict()), f"step {i} model", tol)
         _check(optim_c.state_dict()["state"], optim_e.state_dict()["state"], f"step {i} optimizer", tol)
         graphs.append(cnt.frame_count)
-    assert graphs[0] >= 1 and graphs[1:] == [graphs[0]] * 2, f"graphs after each step: {graphs}"
+    # optimizer.step() is captured: its first step makes the state (momentum buffers, Adam's
+    # moments), and the step compiles once more on the second, as under torch.compile
+    assert graphs[0] >= 1 and graphs[1] <= graphs[0] + 1 and graphs[2] == graphs[1], \
+        f"graphs after each step: {graphs}"
