@@ -141,3 +141,26 @@ def test_sequence_model_with_symbolic_length():
         for p, q in zip(ref.parameters(), mine.parameters()):
             torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5)
             p.grad = q.grad = None
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_size_returned_after_a_failed_symbolic_attempt(backend):
+    """The attempt at one graph for all sizes taught the ShapeEnv a value for a size (an in-place
+    op on ``v[::2]`` branched on its length being 1) after the frame's guards were made, and gave
+    up; the per-size graphs then returned that value as the size for every size (random
+    program 300639: ``a0[-1] = rows`` wrote 2 where eager wrote 3)."""
+    def f(a0, v):
+        w = v * 1
+        w[::2].add_(1)
+        rows, cols = v.shape
+        xcompile.graph_break()          # the first graph returns the size
+        a0[-1] = rows
+        return rows, w * cols
+    compiled = xcompile.compile(f, backend=backend)
+    for rows, cols in [(3, 4), (2, 5), (3, 4), (4, 3)]:
+        base = torch.randn(2 * rows, cols)
+        mine = base.clone()
+        got, ref = compiled(mine[:rows], mine[rows:]), f(base[:rows], base[rows:])
+        assert got[0] == ref[0] == rows
+        torch.testing.assert_close(got[1], ref[1])
+        torch.testing.assert_close(mine, base)

@@ -99,22 +99,37 @@ class PerSize:
         return self.compiled[key]
 
     def _bindings(self, args: list) -> dict:
-        """Each input symbol -> the size (stride, offset, int) it stands for in ``args``."""
-        values = {}
+        """Each input symbol -> the size (stride, offset, int) it stands for in ``args``; the
+        symbols the trace made (``_expr``) and what the ShapeEnv replaced them with since."""
+        values: dict = {}
+
+        def bind(f, r) -> None:
+            if isinstance(f, torch.SymInt):
+                for e in (f.node._expr, f.node.expr):
+                    if isinstance(e, sympy.Symbol):
+                        values.setdefault(e, r)
+
         for i in self.tensors:
             fake, real = self.fakes[i], args[i]
             for f, r in [*zip(fake.size(), real.size()), *zip(fake.stride(), real.stride()),
                          (fake.storage_offset(), real.storage_offset())]:
-                if isinstance(f, torch.SymInt) and isinstance(f.node.expr, sympy.Symbol):
-                    values[f.node.expr] = r
+                bind(f, r)
         for i in self.ints:
-            if isinstance(self.fakes[i].node.expr, sympy.Symbol):
-                values[self.fakes[i].node.expr] = args[i]
+            bind(self.fakes[i], args[i])
         return values
 
     @staticmethod
     def _value(sym, values: dict):
-        return _PY[type(sym)](sym.node.expr.xreplace(values))
+        """The number a symbolic output stands for. Read from the expression the trace made: a
+        backend's attempt at one graph for all sizes may have taught the ShapeEnv a value for a
+        size after the frame's guards were made (it then gave up, and the graph is compiled per
+        size), which the replaced expression would return for every size (random program 300639:
+        a size returned was the first size compiled's)."""
+        for e in (sym.node._expr, sym.node.expr):
+            r = sympy.sympify(e.xreplace(values))
+            if r.is_number:
+                return _PY[type(sym)](r)
+        raise AssertionError(f"per_size: output {sym} is not a function of the input sizes")
 
     def __call__(self, *args):
         key = self.key(args)
