@@ -132,3 +132,17 @@ def test_new_parameter_keys_stored_into_an_outside_dict(backend):
     assert all(k is p for k, p in zip(state, m.parameters()))
     for p in m.parameters():
         torch.testing.assert_close(state[p]["buf"], 2 * p.detach())
+
+
+def test_captured_after_torch_compile_compiled_one():
+    """torch.compile, once it compiled a step of an optimizer class, leaves a disabled wrapper on
+    that class's ``_init_group`` for good; xcompile traces the function it wraps (it was a
+    'torch.compiler.disable()d function' break, and every later step ran eagerly)."""
+    m = _model()
+    m(torch.randn(2, 6)).sum().backward()
+    torch.compile(torch.optim.Adagrad(m.parameters()).step, backend="eager")()
+    assert getattr(torch.optim.Adagrad._init_group, "_torchdynamo_disable", False)
+    opt = torch.optim.Adagrad(m.parameters())
+    opt.step()
+    explained = xcompile.explain(lambda: opt.step())()
+    assert explained.graph_count == 1 and _only_wrapper_breaks(explained), str(explained)

@@ -33,6 +33,8 @@ def rule_of(obj: Any) -> str | None:
         if obj.__dict__.get("_xcompile_disable"):
             return "disable"
         if obj.__dict__.get("_torchdynamo_disable"):      # @torch.compiler.disable in model code
+            if _torch_compiled_optimizer_method(obj):
+                return "torch_compile_unwrap"
             _skip_torch_disabled(obj)
             return "disable"
         if obj.__code__ in NONRECURSIVE_SKIPS:
@@ -44,6 +46,15 @@ def rule_of(obj: Any) -> str | None:
         if (obj.__module__ or "").startswith("torch._dynamo") and obj.__name__ != "is_compiling":
             return _torch_dynamo_rule(obj)
     return None
+
+
+def _torch_compiled_optimizer_method(fn: types.FunctionType) -> bool:
+    """An optimizer's ``_init_group`` that torch.compile wrapped (once it compiled a step of that
+    class: torch._dynamo runs it eagerly at trace time, and puts a disabled wrapper on the class
+    for good). Not the user's mark: traced as the function it wraps."""
+    orig = fn.__dict__.get("_torchdynamo_orig_callable")
+    return isinstance(orig, types.FunctionType) and orig.__name__ == "_init_group" and \
+        (orig.__module__ or "").startswith("torch.optim.")
 
 
 def _torch_dynamo_rule(fn: types.FunctionType) -> str:

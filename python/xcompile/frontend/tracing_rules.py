@@ -241,6 +241,12 @@ def _torch_dynamo(tx, obj, args, kwargs) -> Value:
                       "Call it before the compiled region.", "torch._dynamo's functions run eagerly.")
 
 
+def _torch_compile_unwrap(tx, obj, args, kwargs) -> Value:
+    """A function torch.compile wrapped for its own use (``marks._torch_compiled_optimizer_method``):
+    the function it wraps, traced."""
+    return hub.call_value(tx, tx.wrap(obj._torchdynamo_orig_callable, None, True), list(args), dict(kwargs))
+
+
 def _forbid(tx, obj, args, kwargs) -> Value:
     raise ForbiddenInGraph(f"{_name(obj)} is marked with xcompile.forbid_in_graph and was reached while "
                            "tracing; call it outside the compiled region")
@@ -361,6 +367,7 @@ RULE_CALLS: dict[str, Callable[..., Value]] = {
     "nonstrict": _graph_node(nonstrict=True),
     "disallow": _disallow,
     "torch_dynamo": _torch_dynamo,
+    "torch_compile_unwrap": _torch_compile_unwrap,
     "logging": _logging,
     "forbid": _forbid,
     "disable": _disable,
