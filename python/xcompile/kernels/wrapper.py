@@ -209,7 +209,12 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
         dead = [b for b in step.frees if b not in donors]
         if dead:
             lines.append(f"del {', '.join(dead)}")
-    for pos, ref in graph.mutations:
+    if len(graph.mutations) > 1:            # one call for all (an optimizer writes hundreds of inputs)
+        g.values["_foreach_copy_"] = torch._foreach_copy_
+        targets = ", ".join(graph.inputs[pos] for pos, _ in graph.mutations)
+        sources = ", ".join(_tensor(ref, graph) for _, ref in graph.mutations)
+        lines.append(f"_foreach_copy_([{targets}], [{sources}])")
+    for pos, ref in graph.mutations[:1] if len(graph.mutations) == 1 else ():
         lines.append(f"{graph.inputs[pos]}.copy_({_tensor(ref, graph)})")
     outs = [(_tensor(o, graph) if isinstance(o, TensorRef) else _literal(o, g)) for o in graph.outputs]
     ret = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})"
