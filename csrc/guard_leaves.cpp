@@ -583,7 +583,8 @@ std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc) {
   return std::make_unique<LengthCheck>(n, std::move(desc));
 }
 
-std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::vector<bool> by_identity, std::string desc) {
+std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::vector<bool> by_identity,
+                                     std::string desc) {
   if (!PyTuple_Check(keys)) throw pybind11::type_error("add_dict_keys: expected a tuple of keys");
   if (by_identity.empty()) by_identity.assign(PyTuple_GET_SIZE(keys), false);
   if ((Py_ssize_t)by_identity.size() != PyTuple_GET_SIZE(keys))

@@ -57,7 +57,8 @@ std::unique_ptr<Leaf> make_id_match(PyObject* obj, std::string desc);
 std::unique_ptr<Leaf> make_equals_match(PyObject* value, std::string desc);
 std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc);
 // `keys`: a tuple of hashable constants (the dict's keys at trace time, in insertion order).
-std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::vector<bool> by_identity, std::string desc);
+std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::vector<bool> by_identity,
+                                     std::string desc);
 std::unique_ptr<Leaf> make_dict_unchanged(PyObject* dict, std::string desc);
 // Calls module.modules() and reads torch.nn.modules.module at construction (Python-level).
 // `lazy`: the state_dict hook tables, and the forward hooks' side tables while their hook table

@@ -119,7 +119,8 @@ PYBIND11_MODULE(_C, m) {
           [](GuardNode& n, py::object keys, std::string desc, std::vector<bool> by_identity) {
             n.add_leaf(make_dict_keys(keys.ptr(), std::move(by_identity), std::move(desc)));
           },
-          py::arg("keys"), py::arg("desc"), py::kw_only(), py::arg("by_identity") = std::vector<bool>{},
+          py::arg("keys"), py::arg("desc"), py::kw_only(),
+          py::arg("by_identity") = std::vector<bool>{},
           "by_identity: one flag per key, set for a key compared by identity only (a tensor).")
       .def(
           "add_dict_unchanged",

@@ -25,8 +25,17 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from .functional import (from_functional, functionalization, has_data_mutation, has_metadata_mutation, mutation_counter,
-                         non_overlapping, restride, same_layout, to_functional)
+from .functional import (
+    from_functional,
+    functionalization,
+    has_data_mutation,
+    has_metadata_mutation,
+    mutation_counter,
+    non_overlapping,
+    restride,
+    same_layout,
+    to_functional,
+)
 
 
 class AotUnsupported(RuntimeError):

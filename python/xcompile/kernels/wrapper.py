@@ -211,7 +211,7 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
             lines.append(f"del {', '.join(dead)}")
     if len(graph.mutations) > 1:            # one call for all (an optimizer writes hundreds of inputs)
         g.values["_foreach_copy_"] = torch._foreach_copy_
-        targets = ", ".join(graph.inputs[pos] for pos, _ in graph.mutations)
+        targets = ", ".join(str(graph.inputs[pos]) for pos, _ in graph.mutations)
         sources = ", ".join(_tensor(ref, graph) for _, ref in graph.mutations)
         lines.append(f"_foreach_copy_([{targets}], [{sources}])")
     for pos, ref in graph.mutations[:1] if len(graph.mutations) == 1 else ():
