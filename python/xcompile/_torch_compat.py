@@ -142,5 +142,94 @@ def while_loop(cond_fn: Any, body_fn: Any, carried: tuple, additional: tuple = (
     return _while_loop_op(cond_fn, body_fn, tuple(carried), tuple(additional))
 
 
+# -- xcompile._C: where this torch keeps what the C++ guards read (issue #30 step 2) ---------------
+# _C is built once and runs on every torch in the range: it calls torch's stable C shim and a few
+# exported functions, and reads three fields at offsets given here (csrc/torch_compat.h). Per torch
+# minor: (TensorImpl's dispatch key set, TensorImpl's Storage, StorageImpl's size in bytes). 2.13
+# dropped PyObjectSlot's interpreter pointer: every TensorImpl field after it (sizes and strides,
+# storage offset, dtype, device, key set) sits 8 bytes earlier than in 2.11 and 2.12. Checked
+# below against what torch's Python API says, so a wrong entry is an ImportError, not a wrong read.
+C_LAYOUT: dict[tuple[int, int], tuple[int, int, int]] = {
+    (2, 11): (176, 16, 48), (2, 12): (176, 16, 48), (2, 13): (168, 16, 48), (2, 14): (168, 16, 48)}
+# the backend bits of a DispatchKeySet (16 backend components, 2.11 to 2.14): an excluded key
+# removes its functionality bit, never a backend bit (c10::DispatchKeySet::operator-)
+_BACKEND_MASK = 0xFFFF
+
+
+def _c_abi_probes() -> list[torch.Tensor]:
+    """Tensors whose key sets differ (autograd, conjugate and negative views, inference, meta,
+    sparse, a parameter, a subclass) for checking what _C reads."""
+    with torch.inference_mode():
+        inference = torch.ones(3)
+    probes = [torch.ones(2, 3), torch.ones(2, requires_grad=True), torch.ones(2, dtype=torch.complex64).conj(),
+              torch.ones(2)._neg_view(), inference, torch.empty(4, device="meta"),
+              torch.ones(4)[1:], torch.nn.Parameter(torch.ones(2)), torch.ones(2).to_sparse(),
+              torch.empty(0)]
+    probes.append(probes[0].as_subclass(type("_Probe", (torch.Tensor,), {})))
+    return probes
+
+
+def init_c_abi(_C: Any) -> None:
+    """Tell ``_C`` where this torch keeps a tensor's dispatch keys and storage, and the thread-local
+    dispatch key sets' defaults; check what it then reads against torch's Python API. ImportError
+    when they differ (a torch whose layout xcompile does not know)."""
+    layout = C_LAYOUT.get(TORCH_VERSION)
+    if layout is None:
+        raise ImportError(f"xcompile._C does not know torch {torch.__version__}'s TensorImpl layout")
+    raw_inc, raw_exc = _C._abi_tls_raw()
+    inc = torch._C._dispatch_tls_local_include_set().raw_repr()
+    exc = torch._C._dispatch_tls_local_exclude_set().raw_repr()
+    _C._abi_configure(*layout, raw_inc ^ inc, raw_exc ^ exc, _BACKEND_MASK)
+
+    def effective(keys: int) -> int:
+        inc = torch._C._dispatch_tls_local_include_set().raw_repr()
+        exc = torch._C._dispatch_tls_local_exclude_set().raw_repr()
+        return (keys | inc) & ~(exc & ~_BACKEND_MASK)
+
+    def check(t: torch.Tensor) -> str | None:
+        impl = _C._abi_impl(t)     # (first: what is read next is read through it)
+        if impl != t._cdata:
+            return f"the TensorImpl of a tensor ({impl:#x}, torch says {t._cdata:#x})"
+        _, storage, nbytes, keys, eff, requires_grad = _C._abi_read(t)
+        want = torch._C._dispatch_keys(t).raw_repr()
+        if keys != want:
+            return f"the dispatch keys of a {t.device.type} {t.layout} tensor ({keys:#x}, torch says {want:#x})"
+        if eff != effective(want):
+            return f"the effective dispatch keys ({eff:#x}, torch says {effective(want):#x})"
+        if requires_grad != t.requires_grad:
+            return "requires_grad"
+        if t.layout == torch.strided and t.device.type != "meta":
+            st = t.untyped_storage()
+            if storage != st._cdata or nbytes != st.nbytes():
+                return f"the storage of a tensor ({storage:#x}, {nbytes} bytes; torch says {st._cdata:#x}, {st.nbytes()})"
+        return None
+
+    probes = _c_abi_probes()
+    why = next(filter(None, map(check, probes)), None)
+    if why is None:
+        with torch.inference_mode(), torch._C._ExcludeDispatchKeyGuard(
+                torch._C.DispatchKeySet(torch._C.DispatchKey.AutogradCPU)):
+            why = next(filter(None, map(check, probes)), None)
+    if why is not None:
+        raise ImportError(f"xcompile._C reads torch {torch.__version__}'s tensors wrongly: {why}. This torch's "
+                          "layout differs from what _torch_compat.C_LAYOUT says for it.")
+
+
+def graph_replay_extension() -> Any:
+    """``xcompile._C_graphs`` (GraphReplay, mode="reduce-overhead"): the one C++ part built against
+    libtorch's C++ API, so loaded only with the torch minor version it was built against.
+    ImportError on another (the caller runs the graph without replay)."""
+    from ._build_info import TORCH_VERSION as built
+    from ._torch_check import mismatch
+    why = mismatch(built, True, torch.__version__, True)
+    if why is not None:
+        raise ImportError(f"xcompile._C_graphs (CUDA-graph replay): {why} Rebuild xcompile for this torch to "
+                          "replay graphs (mode='reduce-overhead'): pip install --no-build-isolation "
+                          "--force-reinstall --no-deps <xcompile source tree or sdist>")
+    from . import _C_graphs  # type: ignore[attr-defined]
+    return _C_graphs
+
+
 __all__ = ["AUTOGRAD_FUNCTION_APPLY", "FAKE_SELECT_CHECKS_RANGE", "FAKE_UNIQUE_COUNTS_INT64", "TORCH_VERSION",
-           "autograd_function_of_apply", "cond", "is_fx_tracing", "while_loop"]
+           "C_LAYOUT", "autograd_function_of_apply", "cond", "graph_replay_extension", "init_c_abi", "is_fx_tracing",
+           "while_loop"]
