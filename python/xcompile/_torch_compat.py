@@ -215,21 +215,57 @@ def init_c_abi(_C: Any) -> None:
                           "layout differs from what _torch_compat.C_LAYOUT says for it.")
 
 
+_graphs: Any = None
+
+
 def graph_replay_extension() -> Any:
-    """``xcompile._C_graphs`` (GraphReplay, mode="reduce-overhead"): the one C++ part built against
-    libtorch's C++ API, so loaded only with the torch minor version it was built against.
-    ImportError on another (the caller runs the graph without replay)."""
+    """``xcompile._C_graphs`` (GraphReplay, mode="reduce-overhead"): the one C++ part that needs
+    libtorch's C++ API (it makes StorageImpls and TensorImpls), so it runs only with the torch
+    minor version it was built against. The wheel's own is loaded with that torch; with another
+    torch of the range it is built for the running one, once, from the sources the wheel carries
+    (``xcompile/_graphs_src``), with torch.utils.cpp_extension into a cache folder
+    (``$XCOMPILE_CACHE_DIR`` or ``~/.cache/xcompile``, one folder per torch version). ImportError
+    when neither can be had (no C++ compiler): the caller runs the graph without replay."""
+    global _graphs
+    if _graphs is not None:
+        return _graphs
+    why = graphs_mismatch()
+    if why is None:
+        from . import _C_graphs  # type: ignore[attr-defined]
+        _graphs = _C_graphs
+        return _graphs
+    _graphs = _build_graph_replay(why)
+    return _graphs
+
+
+def graphs_mismatch() -> str | None:
+    """Why the wheel's own ``_C_graphs`` cannot run with this torch (None: it can)."""
     from ._build_info import TORCH_VERSION as built
     from ._torch_check import mismatch
-    why = mismatch(built, True, torch.__version__, True)
-    if why is not None:
-        raise ImportError(f"xcompile._C_graphs (CUDA-graph replay): {why} Rebuild xcompile for this torch to "
-                          "replay graphs (mode='reduce-overhead'): pip install --no-build-isolation "
+    return mismatch(built, True, torch.__version__, True)
+
+
+def _build_graph_replay(why: str) -> Any:
+    import os
+    import sys
+    src = os.path.join(os.path.dirname(__file__), "_graphs_src")
+    sources = sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".cpp")) if os.path.isdir(src) else []
+    if not sources:
+        raise ImportError(f"xcompile._C_graphs (CUDA-graph replay): {why} The sources to build it for this torch "
+                          "are not installed; rebuild xcompile for this torch: pip install --no-build-isolation "
                           "--force-reinstall --no-deps <xcompile source tree or sdist>")
-    from . import _C_graphs  # type: ignore[attr-defined]
-    return _C_graphs
+    cache = os.environ.get("XCOMPILE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "xcompile")
+    build = os.path.join(cache, f"graphs-torch{torch.__version__}-py{sys.version_info[0]}{sys.version_info[1]}")
+    os.makedirs(build, exist_ok=True)
+    try:
+        from torch.utils import cpp_extension
+        return cpp_extension.load(name="_C_graphs", sources=sources, extra_include_paths=[src],
+                                  extra_cflags=["-O2"], build_directory=build, verbose=False)
+    except Exception as e:   # no compiler, no ninja, a build error: no replay, said why
+        raise ImportError(f"xcompile._C_graphs (CUDA-graph replay): {why} Building it for this torch in {build} "
+                          f"failed: {type(e).__name__}: {e}") from e
 
 
 __all__ = ["AUTOGRAD_FUNCTION_APPLY", "FAKE_SELECT_CHECKS_RANGE", "FAKE_UNIQUE_COUNTS_INT64", "TORCH_VERSION",
-           "C_LAYOUT", "autograd_function_of_apply", "cond", "graph_replay_extension", "init_c_abi", "is_fx_tracing",
+           "C_LAYOUT", "autograd_function_of_apply", "cond", "graph_replay_extension", "graphs_mismatch", "init_c_abi", "is_fx_tracing",
            "while_loop"]

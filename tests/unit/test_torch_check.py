@@ -1,8 +1,9 @@
 """The import-time torch check (issues #20, #30): a torch outside the supported range (2.11 to
 2.14) is refused by ``import xcompile`` with an ImportError naming it and the range, before _C
 loads; another torch in the range loads the same _C (one build for the range), and only
-``_C_graphs``, built against one torch's C++ API, is refused with an ImportError naming both
-versions and the rebuild command (simulated here: the running torch reports another version)."""
+``_C_graphs``, built against one torch's C++ API, is not loaded there, for a reason naming both
+versions (it is built for that torch on first use; simulated here: the running torch reports
+another version)."""
 from __future__ import annotations
 
 import subprocess
@@ -83,13 +84,9 @@ def test_import_with_another_supported_torch_loads_C_but_not_C_graphs():
                f"torch.__version__ = {other!r}\n"
                "import xcompile._torch_compat as tc\n"
                "print('_C loaded:', 'xcompile._C' in sys.modules)\n"
-               "try:\n"
-               "    tc.graph_replay_extension()\n"
-               "except ImportError as e:\n"
-               "    print('ImportError:', e)\n")
+               "print('_C_graphs:', tc.graphs_mismatch())\n")
     assert "_C loaded: True" in out, out
     assert f"built against torch {_build_info.TORCH_VERSION}, but torch {other} is installed" in out, out
-    assert "pip install --no-build-isolation" in out
 
 
 def test_a_wrong_layout_is_an_importerror_not_a_wrong_read():
