@@ -30,6 +30,8 @@ What differs, by torch version:
 """
 from __future__ import annotations
 
+import os
+import sys
 import types
 from typing import Any
 
@@ -41,6 +43,8 @@ from torch._higher_order_ops.cond import cond_op as _cond_op
 from torch._higher_order_ops.while_loop import while_loop_op as _while_loop_op
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import guard_or_false
+
+from ._torch_check import mismatch
 
 TORCH_VERSION: tuple[int, int] = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])  # type: ignore[assignment]
 
@@ -201,7 +205,8 @@ def init_c_abi(_C: Any) -> None:
         if t.layout == torch.strided and t.device.type != "meta":
             st = t.untyped_storage()
             if storage != st._cdata or nbytes != st.nbytes():
-                return f"the storage of a tensor ({storage:#x}, {nbytes} bytes; torch says {st._cdata:#x}, {st.nbytes()})"
+                return (f"the storage of a tensor ({storage:#x}, {nbytes} bytes; torch says {st._cdata:#x}, "
+                        f"{st.nbytes()})")
         return None
 
     probes = _c_abi_probes()
@@ -215,7 +220,7 @@ def init_c_abi(_C: Any) -> None:
                           "layout differs from what _torch_compat.C_LAYOUT says for it.")
 
 
-_graphs: Any = None
+_graphs: Any = None          # the module, or the ImportError that said why there is none
 
 
 def graph_replay_extension() -> Any:
@@ -227,27 +232,28 @@ def graph_replay_extension() -> Any:
     (``$XCOMPILE_CACHE_DIR`` or ``~/.cache/xcompile``, one folder per torch version). ImportError
     when neither can be had (no C++ compiler): the caller runs the graph without replay."""
     global _graphs
-    if _graphs is not None:
-        return _graphs
-    why = graphs_mismatch()
-    if why is None:
-        from . import _C_graphs  # type: ignore[attr-defined]
-        _graphs = _C_graphs
-        return _graphs
-    _graphs = _build_graph_replay(why)
+    if _graphs is None:
+        why = graphs_mismatch()
+        try:
+            if why is None:
+                from . import _C_graphs  # type: ignore[attr-defined]
+                _graphs = _C_graphs
+            else:
+                _graphs = _build_graph_replay(why)
+        except ImportError as e:
+            _graphs = e                # (asked once: a failed build is not tried on every graph)
+    if isinstance(_graphs, ImportError):
+        raise _graphs
     return _graphs
 
 
 def graphs_mismatch() -> str | None:
     """Why the wheel's own ``_C_graphs`` cannot run with this torch (None: it can)."""
-    from ._build_info import TORCH_VERSION as built
-    from ._torch_check import mismatch
+    from ._build_info import TORCH_VERSION as built  # (written by CMake at the build)
     return mismatch(built, True, torch.__version__, True)
 
 
 def _build_graph_replay(why: str) -> Any:
-    import os
-    import sys
     src = os.path.join(os.path.dirname(__file__), "_graphs_src")
     sources = sorted(os.path.join(src, f) for f in os.listdir(src) if f.endswith(".cpp")) if os.path.isdir(src) else []
     if not sources:
@@ -267,5 +273,5 @@ def _build_graph_replay(why: str) -> Any:
 
 
 __all__ = ["AUTOGRAD_FUNCTION_APPLY", "FAKE_SELECT_CHECKS_RANGE", "FAKE_UNIQUE_COUNTS_INT64", "TORCH_VERSION",
-           "C_LAYOUT", "autograd_function_of_apply", "cond", "graph_replay_extension", "graphs_mismatch", "init_c_abi", "is_fx_tracing",
-           "while_loop"]
+           "C_LAYOUT", "autograd_function_of_apply", "cond", "graph_replay_extension", "graphs_mismatch",
+           "init_c_abi", "is_fx_tracing", "while_loop"]
