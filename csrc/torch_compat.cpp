@@ -50,7 +50,7 @@ bool is_autocast_enabled(c10::DeviceType device_type);
 c10::ScalarType get_autocast_dtype(c10::DeviceType device_type);
 }  // namespace autocast
 namespace impl {
-enum class TorchFunctionDisabledState : int;
+enum TorchFunctionDisabledState { ENABLED, SUBCLASSES_DISABLED, ALL_DISABLED };
 struct PythonTorchFunctionTLS {
   static int64_t stack_len();
   static TorchFunctionDisabledState get_disabled_state();
