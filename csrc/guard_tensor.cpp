@@ -3,6 +3,7 @@
 // at the offset init_c_abi checked): no Python attribute access, no torch header.
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "guard_leaves.h"
@@ -78,6 +79,19 @@ class TensorMatch final : public Leaf {
       }
       strides_ = dims(p, n, strides, "strides");
     }
+    // The fast reads (torch_compat.h) where the example's sizes, strides and device are
+    // TensorImpl's own fields, and where they agree with the shim's for it.
+    const char* impl = tc::impl(example);
+    uint64_t word = tc::dtype_device_word(impl);
+    if (tc::default_policy(word)) {
+      dtype_device_ = word & tc::g_layout.dtype_device_mask;
+      int64_t rn = 0;
+      const int64_t* raw_strides = nullptr;
+      const int64_t* raw = tc::sizes_strides(impl, &rn, &raw_strides);
+      fast_ = tc::requires_grad_fast(impl) == requires_grad_ && read_dims(example, false, &p, &n) &&
+              n == rn && std::equal(p, p + n, raw) &&
+              (!strided_ || (read_dims(example, true, &p, &n) && std::equal(p, p + n, raw_strides)));
+    }
     Py_INCREF(type_);
   }
   ~TensorMatch() override { Py_DECREF(type_); }
@@ -85,6 +99,16 @@ class TensorMatch final : public Leaf {
   bool check(PyObject* v) override {
     if ((PyObject*)Py_TYPE(v) != type_) return false;
     if (effective_keys(v) != keys_) return false;
+    const char* impl = tc::impl(v);
+    uint64_t word = tc::dtype_device_word(impl);
+    if (fast_ && tc::default_policy(word)) {
+      if ((word & tc::g_layout.dtype_device_mask) != dtype_device_) return false;
+      if (tc::requires_grad_fast(impl) != requires_grad_) return false;
+      int64_t n = 0;
+      const int64_t* st = nullptr;
+      const int64_t* p = tc::sizes_strides(impl, &n, &st);
+      return dims_match(p, n, sizes_) && (!strided_ || dims_match(st, n, strides_));
+    }
     AtenTensorHandle h = tc::handle(v);
     int32_t dtype, device_type, device_index;
     if (aoti_torch_get_dtype(h, &dtype) != 0 || dtype != dtype_) return false;
@@ -108,6 +132,8 @@ class TensorMatch final : public Leaf {
   int32_t device_index_ = -1;
   bool requires_grad_ = false;
   bool strided_ = true;
+  bool fast_ = false;           // the example's fields are TensorImpl's own (default policy)
+  uint64_t dtype_device_ = 0;   // its dtype and device bytes (fast_ only)
   std::vector<int64_t> sizes_;
   std::vector<int64_t> strides_;
 };

@@ -127,11 +127,14 @@ void init_torch_compat(py::module_& m) {
       "This thread's raw local dispatch key sets (included, excluded), as torch stores them.");
   m.def(
       "_abi_configure",
-      [](size_t impl_key_set, size_t impl_storage, size_t storage_nbytes, uint64_t default_included,
-         uint64_t default_excluded, uint64_t backend_mask) {
-        tc::g_layout = tc::Layout{impl_key_set,     impl_storage,     storage_nbytes,
-                                  default_included, default_excluded, backend_mask,
-                                  true};
+      [](size_t impl_key_set, size_t impl_storage, size_t storage_nbytes, size_t impl_sizes_strides,
+         size_t impl_dtype_device, size_t impl_autograd_meta, uint64_t dtype_device_mask,
+         uint64_t policy_mask, uint64_t default_included, uint64_t default_excluded,
+         uint64_t backend_mask) {
+        tc::g_layout = tc::Layout{impl_key_set,       impl_storage,      storage_nbytes,
+                                  impl_sizes_strides, impl_dtype_device, impl_autograd_meta,
+                                  dtype_device_mask,  policy_mask,       default_included,
+                                  default_excluded,   backend_mask,      true};
       },
       "Where this torch keeps what _C reads (_torch_compat.init_c_abi).");
   m.def(
@@ -152,12 +155,28 @@ void init_torch_compat(py::module_& m) {
         const void* st = tc::storage(impl);
         py::object nbytes = py::none();
         if (st) nbytes = py::int_(tc::storage_nbytes(st));
+        uint64_t word = tc::dtype_device_word(impl);
+        py::object dims = py::none();
+        if (tc::default_policy(word)) {
+          int64_t n = 0;
+          const int64_t* st = nullptr;
+          const int64_t* p = tc::sizes_strides(impl, &n, &st);
+          py::tuple sizes(n), strides(n);
+          for (int64_t i = 0; i < n; ++i) {
+            sizes[i] = py::int_(p[i]);
+            strides[i] = py::int_(st[i]);
+          }
+          dims = py::make_tuple(sizes, strides);
+        }
         return py::make_tuple(reinterpret_cast<uintptr_t>(impl), reinterpret_cast<uintptr_t>(st),
                               nbytes,
                               *reinterpret_cast<const uint64_t*>(impl + tc::g_layout.impl_key_set),
-                              tc::effective_keys(impl, inc, exc), tc::requires_grad(impl));
+                              tc::effective_keys(impl, inc, exc), tc::requires_grad(impl),
+                              tc::requires_grad_fast(impl), word & tc::g_layout.dtype_device_mask,
+                              (word & tc::g_layout.policy_mask) != 0, dims);
       },
-      "(TensorImpl*, StorageImpl*, storage nbytes, key set, effective key set, requires_grad) "
+      "(TensorImpl*, StorageImpl*, storage nbytes, key set, effective key set, requires_grad, "
+      "requires_grad read fast, dtype and device bytes, custom policy, (sizes, strides) or None) "
       "as _C reads them.");
 }
 

@@ -45,6 +45,15 @@ struct Layout {
   size_t impl_storage = 0;
   // StorageImpl: the size in bytes (a SymInt: an int64 when concrete, as at run time).
   size_t storage_nbytes = 0;
+  // TensorImpl: its SizesAndStrides ({size_t n; int64_t inline[10] or int64_t* out of line}),
+  // the 8 bytes from its dtype on (TypeMeta, optional<Device>, then the bit fields that say
+  // whether sizes, strides and device come from a virtual call: `policy_mask`), and its
+  // autograd meta (null: requires_grad is false).
+  size_t impl_sizes_strides = 0;
+  size_t impl_dtype_device = 0;
+  size_t impl_autograd_meta = 0;
+  uint64_t dtype_device_mask = 0;
+  uint64_t policy_mask = 0;
   // The default thread-local include / exclude sets torch stores its TLS relative to (the TLS
   // holds `set ^ default`), and the backend bits `DispatchKeySet::operator-` keeps.
   uint64_t tls_default_included = 0;
@@ -94,6 +103,38 @@ inline int64_t storage_nbytes(const void* storage_impl) {
 
 // c10::TensorImpl::requires_grad() (exported).
 bool requires_grad(const char* tensor_impl);
+
+// The fast reads of the tensor-match guard (the inline accessors of TensorImpl, at the offsets of
+// this torch): valid only where `(dtype_device_word & policy_mask) == 0`, i.e. sizes, strides and
+// device are TensorImpl's own fields, not a subclass's virtual override; elsewhere the shim.
+inline uint64_t dtype_device_word(const char* tensor_impl) {
+  return *reinterpret_cast<const uint64_t*>(tensor_impl + g_layout.impl_dtype_device);
+}
+inline bool default_policy(uint64_t dtype_device_word) {
+  return (dtype_device_word & g_layout.policy_mask) == 0;
+}
+// c10::impl::SizesAndStrides: {size_t n; union {int64_t* out_of_line; int64_t inline_[10];}}:
+// up to 5 dimensions, sizes at inline_[0, n) and strides at inline_[5, 5 + n); more, sizes at
+// out_of_line[0, n) and strides at out_of_line[n, 2n).
+inline const int64_t* sizes_strides(const char* tensor_impl, int64_t* n, const int64_t** strides) {
+  constexpr size_t kInline = 5;
+  const char* ss = tensor_impl + g_layout.impl_sizes_strides;
+  size_t size = *reinterpret_cast<const size_t*>(ss);
+  *n = static_cast<int64_t>(size);
+  if (size > kInline) {
+    const int64_t* p = *reinterpret_cast<const int64_t* const*>(ss + sizeof(size_t));
+    *strides = p + size;
+    return p;
+  }
+  const int64_t* p = reinterpret_cast<const int64_t*>(ss + sizeof(size_t));
+  *strides = p + kInline;
+  return p;
+}
+inline bool requires_grad_fast(const char* tensor_impl) {
+  return *reinterpret_cast<const void* const*>(tensor_impl + g_layout.impl_autograd_meta) !=
+             nullptr &&
+         requires_grad(tensor_impl);
+}
 
 // Thread-local and process-wide state a trace bakes in (GlobalState guard). Dtypes are
 // c10::ScalarType values, compared only with values read under the same torch.

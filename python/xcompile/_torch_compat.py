@@ -148,18 +148,23 @@ def while_loop(cond_fn: Any, body_fn: Any, carried: tuple, additional: tuple = (
 
 # -- xcompile._C: where this torch keeps what the C++ guards read (issue #30 step 2) ---------------
 # _C is built once and runs on every torch in the range: it calls torch's stable C shim and a few
-# exported functions, and reads three fields at offsets given here (csrc/torch_compat.h). Per torch
-# minor: (TensorImpl's dispatch key set, TensorImpl's Storage, StorageImpl's size in bytes). 2.13
-# dropped PyObjectSlot's interpreter pointer: every TensorImpl field after it (sizes and strides,
-# storage offset, dtype, device, key set) sits 8 bytes earlier than in 2.11 and 2.12. Checked
-# below against what torch's Python API says, so a wrong entry is an ImportError, not a wrong read.
-C_LAYOUT: dict[tuple[int, int], tuple[int, int, int]] = {
-    (2, 11): (176, 16, 48), (2, 12): (176, 16, 48), (2, 13): (168, 16, 48), (2, 14): (168, 16, 48)}
+# exported functions, and reads some TensorImpl fields at offsets given here (csrc/torch_compat.h).
+# Per torch minor: TensorImpl's dispatch key set, its Storage, StorageImpl's size in bytes,
+# TensorImpl's SizesAndStrides, its dtype (the 8 bytes from there: dtype, device, bit fields) and
+# its autograd meta. 2.13 dropped PyObjectSlot's interpreter pointer: every TensorImpl field after
+# it sits 8 bytes earlier than in 2.11 and 2.12. Checked below against what torch's Python API
+# says, so a wrong entry is an ImportError, not a wrong read.
+C_LAYOUT: dict[tuple[int, int], tuple[int, int, int, int, int, int]] = {
+    (2, 11): (176, 16, 48, 64, 168, 24), (2, 12): (176, 16, 48, 64, 168, 24),
+    (2, 13): (168, 16, 48, 56, 160, 24), (2, 14): (168, 16, 48, 56, 160, 24)}
+# in those 8 bytes (2.11 to 2.14): the dtype (2 bytes) and the optional<Device> (3); then in the
+# bit fields, sizes_strides_policy_ (0x0c), has_symbolic_sizes_strides_ (0x10) and device_policy_
+# (0x80) of byte 6: set, sizes, strides or device come from a virtual call
+_DTYPE_DEVICE_MASK = 0x000000FFFFFFFFFF
+_POLICY_MASK = 0x009C000000000000
 # the backend bits of a DispatchKeySet (16 backend components, 2.11 to 2.14): an excluded key
 # removes its functionality bit, never a backend bit (c10::DispatchKeySet::operator-)
 _BACKEND_MASK = 0xFFFF
-
-
 def _c_abi_probes() -> list[torch.Tensor]:
     """Tensors whose key sets differ (autograd, conjugate and negative views, inference, meta,
     sparse, a parameter, a subclass) for checking what _C reads."""
@@ -168,9 +173,28 @@ def _c_abi_probes() -> list[torch.Tensor]:
     probes = [torch.ones(2, 3), torch.ones(2, requires_grad=True), torch.ones(2, dtype=torch.complex64).conj(),
               torch.ones(2)._neg_view(), inference, torch.empty(4, device="meta"),
               torch.ones(4)[1:], torch.nn.Parameter(torch.ones(2)), torch.ones(2).to_sparse(),
-              torch.empty(0)]
+              torch.empty(0), torch.ones(2, 3, 1, 2, 1, 3).transpose(0, 5), torch.ones(3, dtype=torch.float64)]
     probes.append(probes[0].as_subclass(type("_Probe", (torch.Tensor,), {})))
     return probes
+
+
+class _CustomSizes(torch.Tensor):
+    """A wrapper subclass whose sizes, strides and device are virtual calls (the policy bits)."""
+
+    @staticmethod
+    def __new__(cls, policy: str | None, device: bool) -> Any:
+        return torch.Tensor._make_wrapper_subclass(cls, (2, 3), dispatch_sizes_strides_policy=policy,
+                                                   dispatch_device=device)
+
+    @classmethod
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if func is torch.ops.aten.sym_size.default or func is torch.ops.aten.size.default:
+            return (2, 3)
+        if func is torch.ops.aten.sym_stride.default or func is torch.ops.aten.stride.default:
+            return (3, 1)
+        if func is torch.ops.prim.device.default:
+            return torch.device("cpu")
+        return NotImplemented
 
 
 def init_c_abi(_C: Any) -> None:
@@ -183,7 +207,9 @@ def init_c_abi(_C: Any) -> None:
     raw_inc, raw_exc = _C._abi_tls_raw()
     inc = torch._C._dispatch_tls_local_include_set().raw_repr()
     exc = torch._C._dispatch_tls_local_exclude_set().raw_repr()
-    _C._abi_configure(*layout, raw_inc ^ inc, raw_exc ^ exc, _BACKEND_MASK)
+    _C._abi_configure(*layout, _DTYPE_DEVICE_MASK, _POLICY_MASK, raw_inc ^ inc, raw_exc ^ exc, _BACKEND_MASK)
+    kinds: dict[int, tuple] = {}     # dtype and device bytes -> (dtype, device), and back
+    kinds_back: dict[tuple, int] = {}
 
     def effective(keys: int) -> int:
         inc = torch._C._dispatch_tls_local_include_set().raw_repr()
@@ -194,14 +220,22 @@ def init_c_abi(_C: Any) -> None:
         impl = _C._abi_impl(t)     # (first: what is read next is read through it)
         if impl != t._cdata:
             return f"the TensorImpl of a tensor ({impl:#x}, torch says {t._cdata:#x})"
-        _, storage, nbytes, keys, eff, requires_grad = _C._abi_read(t)
+        _, storage, nbytes, keys, eff, requires_grad, requires_grad_fast, kind, custom, dims = \
+            _C._abi_read(t)
         want = torch._C._dispatch_keys(t).raw_repr()
         if keys != want:
             return f"the dispatch keys of a {t.device.type} {t.layout} tensor ({keys:#x}, torch says {want:#x})"
         if eff != effective(want):
             return f"the effective dispatch keys ({eff:#x}, torch says {effective(want):#x})"
-        if requires_grad != t.requires_grad:
+        if requires_grad != t.requires_grad or requires_grad_fast != t.requires_grad:
             return "requires_grad"
+        if custom and t.layout == torch.strided:
+            return f"a plain {t.device.type} tensor as one whose sizes or device are virtual"
+        if dims is not None and t.layout == torch.strided and dims != (tuple(t.size()), tuple(t.stride())):
+            return f"sizes and strides {dims}, torch says {tuple(t.size())}, {tuple(t.stride())}"
+        if kinds.setdefault(kind, (t.dtype, t.device)) != (t.dtype, t.device) or \
+                kinds_back.setdefault((t.dtype, t.device), kind) != kind:
+            return f"dtype and device: {t.dtype} on {t.device} ({kind:#x})"
         if t.layout == torch.strided and t.device.type != "meta":
             st = t.untyped_storage()
             if storage != st._cdata or nbytes != st.nbytes():
@@ -211,6 +245,10 @@ def init_c_abi(_C: Any) -> None:
 
     probes = _c_abi_probes()
     why = next(filter(None, map(check, probes)), None)
+    for policy, device in (("sizes", False), ("strides", False), (None, True)):
+        if why is None and not _C._abi_read(_CustomSizes(policy, device))[8]:
+            why = (f"the policy bits (a subclass with dispatch_sizes_strides_policy={policy!r}, "
+                   f"dispatch_device={device})")
     if why is None:
         with torch.inference_mode(), torch._C._ExcludeDispatchKeyGuard(
                 torch._C.DispatchKeySet(torch._C.DispatchKey.AutogradCPU)):
