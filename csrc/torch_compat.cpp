@@ -155,6 +155,20 @@ void init_torch_compat(py::module_& m) {
         const void* st = tc::storage(impl);
         py::object nbytes = py::none();
         if (st) nbytes = py::int_(tc::storage_nbytes(st));
+        return py::make_tuple(reinterpret_cast<uintptr_t>(impl), reinterpret_cast<uintptr_t>(st),
+                              nbytes,
+                              *reinterpret_cast<const uint64_t*>(impl + tc::g_layout.impl_key_set),
+                              tc::effective_keys(impl, inc, exc), tc::requires_grad(impl),
+                              tc::requires_grad_fast(impl));
+      },
+      "(TensorImpl*, StorageImpl*, storage nbytes, key set, effective key set, requires_grad, "
+      "requires_grad read fast) as _C reads them.");
+  m.def(
+      "_abi_fast",
+      [](py::handle t) -> py::object {
+        if (!tc::g_layout.ready) throw std::runtime_error("_abi_fast: _abi_configure first");
+        if (!tc::is_tensor(t.ptr())) throw py::type_error("_abi_fast: not a tensor");
+        const char* impl = tc::impl(t.ptr());
         uint64_t word = tc::dtype_device_word(impl);
         py::object dims = py::none();
         if (tc::default_policy(word)) {
@@ -168,16 +182,12 @@ void init_torch_compat(py::module_& m) {
           }
           dims = py::make_tuple(sizes, strides);
         }
-        return py::make_tuple(reinterpret_cast<uintptr_t>(impl), reinterpret_cast<uintptr_t>(st),
-                              nbytes,
-                              *reinterpret_cast<const uint64_t*>(impl + tc::g_layout.impl_key_set),
-                              tc::effective_keys(impl, inc, exc), tc::requires_grad(impl),
-                              tc::requires_grad_fast(impl), word & tc::g_layout.dtype_device_mask,
+        return py::make_tuple(word & tc::g_layout.dtype_device_mask,
                               (word & tc::g_layout.policy_mask) != 0, dims);
       },
-      "(TensorImpl*, StorageImpl*, storage nbytes, key set, effective key set, requires_grad, "
-      "requires_grad read fast, dtype and device bytes, custom policy, (sizes, strides) or None) "
-      "as _C reads them.");
+      "(dtype and device bytes, custom policy, (sizes, strides) or None) as the tensor-match "
+      "guard's fast path reads them (only after _abi_read's key set was found right: a wrong "
+      "layout may point it anywhere).");
 }
 
 }  // namespace xc

@@ -220,8 +220,7 @@ def init_c_abi(_C: Any) -> None:
         impl = _C._abi_impl(t)     # (first: what is read next is read through it)
         if impl != t._cdata:
             return f"the TensorImpl of a tensor ({impl:#x}, torch says {t._cdata:#x})"
-        _, storage, nbytes, keys, eff, requires_grad, requires_grad_fast, kind, custom, dims = \
-            _C._abi_read(t)
+        _, storage, nbytes, keys, eff, requires_grad, requires_grad_fast = _C._abi_read(t)
         want = torch._C._dispatch_keys(t).raw_repr()
         if keys != want:
             return f"the dispatch keys of a {t.device.type} {t.layout} tensor ({keys:#x}, torch says {want:#x})"
@@ -229,6 +228,7 @@ def init_c_abi(_C: Any) -> None:
             return f"the effective dispatch keys ({eff:#x}, torch says {effective(want):#x})"
         if requires_grad != t.requires_grad or requires_grad_fast != t.requires_grad:
             return "requires_grad"
+        kind, custom, dims = _C._abi_fast(t)   # (after the key set: the same layout's offsets)
         if custom and t.layout == torch.strided:
             return f"a plain {t.device.type} tensor as one whose sizes or device are virtual"
         if dims is not None and t.layout == torch.strided and dims != (tuple(t.size()), tuple(t.stride())):
@@ -246,7 +246,7 @@ def init_c_abi(_C: Any) -> None:
     probes = _c_abi_probes()
     why = next(filter(None, map(check, probes)), None)
     for policy, device in (("sizes", False), ("strides", False), (None, True)):
-        if why is None and not _C._abi_read(_CustomSizes(policy, device))[8]:
+        if why is None and not _C._abi_fast(_CustomSizes(policy, device))[1]:
             why = (f"the policy bits (a subclass with dispatch_sizes_strides_policy={policy!r}, "
                    f"dispatch_device={device})")
     if why is None:
