@@ -40,8 +40,8 @@ test: setup lint
 # dist/: the wheel, repaired to a manylinux tag (torch's own libraries are not grafted in: the
 # wheel requires torch, as torch extensions do; tools/wheel/build_wheel.sh), and an sdist that
 # builds wherever a supported torch is installed (pip install --no-build-isolation
-# dist/xcompile-*.tar.gz). A wheel requires the torch minor version it was built against; the
-# sdist, the supported range (tools/wheel/torch_requirement.py).
+# dist/xcompile-*.tar.gz). A wheel, like the sdist, requires the supported torch range: its _C
+# runs on every torch of it (tools/wheel/torch_requirement.py; ARCHITECTURE.md, issue #30).
 # PYTHONS="3.11 3.12 3.13": one wheel per Python instead, each built in that Python's matrix
 # virtualenv with torch $(WHEEL_TORCH) (tools/matrix/venv.sh: made when missing, kept under
 # ~/.cache/xcompile-matrix), each in a build folder of its own; the sdist from the first.

@@ -10,11 +10,11 @@
 // division by zero, an overflow, a slot that holds no tensor (or no int), or a missing dimension
 // fails the guard. The program is validated once, at construction (stack depth, operands).
 #include <pybind11/pybind11.h>
-#include <torch/csrc/autograd/python_variable.h>
 
 #include <stdexcept>
 
 #include "guard_leaves.h"
+#include "torch_compat.h"
 
 namespace xc {
 
@@ -229,18 +229,16 @@ class ShapeCheck final : public RootLeaf {
       *out = x;
       return true;
     }
-    if (!THPVariable_Check(v)) return false;
-    c10::TensorImpl* impl = THPVariable_Unpack(v).unsafeGetTensorImpl();
-    try {
-      if (r.what == kStorageOffset) {
-        *out = impl->storage_offset();
-        return true;
-      }
-      if (r.dim >= impl->dim()) return false;
-      *out = r.what == kSize ? impl->size(r.dim) : impl->stride(r.dim);
-    } catch (const c10::Error&) {
+    if (!tc::is_tensor(v)) return false;
+    AtenTensorHandle h = tc::handle(v);
+    if (r.what == kStorageOffset) return aoti_torch_get_storage_offset(h, out) == 0;
+    int64_t dim = 0;
+    int64_t* p = nullptr;
+    if (aoti_torch_get_dim(h, &dim) != 0 || r.dim >= dim) return false;
+    if ((r.what == kSize ? aoti_torch_get_sizes(h, &p) : aoti_torch_get_strides(h, &p)) != 0) {
       return false;
     }
+    *out = p[r.dim];
     return true;
   }
 

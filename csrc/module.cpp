@@ -9,11 +9,11 @@
 #include "compiled_function.h"
 #include "context_exit.h"
 #include "frame_hook.h"
-#include "graph_replay.h"
 #include "guard_accessors.h"
 #include "guard_leaves.h"
 #include "guard_tree.h"
 #include "tensor_alias.h"
+#include "torch_compat.h"
 
 namespace py = pybind11;
 using namespace xc;
@@ -322,7 +322,7 @@ PYBIND11_MODULE(_C, m) {
   m.attr("SKIP_ALL") = static_cast<int>(STATE_SKIP_ALL);
 
   init_tensor_alias(m);
+  init_torch_compat(m);
   if (!init_compiled_function(m.ptr())) throw py::error_already_set();
   if (!init_context_exit(m.ptr())) throw py::error_already_set();
-  if (!init_graph_replay(m.ptr())) throw py::error_already_set();
 }

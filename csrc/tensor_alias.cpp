@@ -3,10 +3,11 @@
 // Functional graphs treat their inputs as independent: a graph compiled for `a.mul_(2); b + 1`
 // reads b's old values when b is a view of a. The AOT runtime asks this before each call of a
 // graph that writes into inputs and runs the graph eagerly when the answer is yes. One call
-// per compiled call, no Python attribute access: StorageImpl pointers read off the TensorImpls.
+// per compiled call, no Python attribute access: StorageImpl pointers read off the TensorImpls
+// (torch_compat.h).
 #include "tensor_alias.h"
 
-#include <torch/csrc/autograd/python_variable.h>
+#include "torch_compat.h"
 
 #include <algorithm>
 #include <vector>
@@ -18,12 +19,10 @@ namespace xc {
 namespace {
 
 // The storage of a dense tensor with memory, or nullptr (not a tensor, no storage, empty).
-const c10::StorageImpl* storage_of(PyObject* obj) {
-  if (!THPVariable_Check(obj)) return nullptr;
-  const at::Tensor& t = THPVariable_Unpack(obj);
-  if (!t.defined() || !t.has_storage()) return nullptr;
-  const c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
-  if (s == nullptr || s->nbytes() == 0) return nullptr;
+const void* storage_of(PyObject* obj) {
+  if (!tc::is_tensor(obj)) return nullptr;
+  const void* s = tc::storage(tc::impl(obj));
+  if (s == nullptr || tc::storage_nbytes(s) <= 0) return nullptr;
   return s;
 }
 
@@ -37,8 +36,8 @@ bool shares_storage(py::handle primals_obj, py::handle written_obj) {
   const Py_ssize_t n = PySequence_Fast_GET_SIZE(primals.ptr());
   if (n < 2) return false;
   PyObject** items = PySequence_Fast_ITEMS(primals.ptr());
-  std::vector<const c10::StorageImpl*> storages(static_cast<size_t>(n));
-  std::vector<const c10::StorageImpl*> sorted;
+  std::vector<const void*> storages(static_cast<size_t>(n));
+  std::vector<const void*> sorted;
   sorted.reserve(static_cast<size_t>(n));
   for (Py_ssize_t i = 0; i < n; i++) {
     storages[i] = storage_of(items[i]);
@@ -55,7 +54,7 @@ bool shares_storage(py::handle primals_obj, py::handle written_obj) {
     const Py_ssize_t k = PyLong_AsSsize_t(ks[w]);
     if (k == -1 && PyErr_Occurred()) throw py::error_already_set();
     if (k < 0 || k >= n) throw py::index_error("shares_storage: written index out of range");
-    const c10::StorageImpl* s = storages[k];
+    const void* s = storages[k];
     if (s == nullptr) continue;
     auto range = std::equal_range(sorted.begin(), sorted.end(), s);
     if (range.second - range.first > 1) return true;

@@ -2,7 +2,11 @@
 # ruff: noqa: E402
 from ._torch_check import check as _check_torch
 
-_check_torch()      # before _C loads: a different torch gets an ImportError that says what to do
+_check_torch()      # before _C loads: a torch outside the range gets an ImportError that says what to do
+
+from . import _C, _torch_compat
+
+_torch_compat.init_c_abi(_C)   # where this torch keeps what _C reads, checked (csrc/torch_compat.h)
 
 # True while xcompile (or torch.compile) traces the calling code, False when it runs eagerly.
 from torch.compiler import is_compiling  # noqa: F401

@@ -1,16 +1,16 @@
-"""Is the running torch one xcompile supports, and the one ``xcompile._C`` was built against?
-Asked before ``_C`` loads.
+"""Is the running torch one xcompile supports? Asked before ``_C`` loads.
 
 xcompile supports torch 2.11 to 2.14 (``SUPPORTED``; the private torch names it reads are known
 for those, ``_torch_compat``); another torch raises an ImportError naming it and the range. The
 wheel's ``Requires-Dist`` and the sdist's state the same range (tools/wheel/torch_requirement.py
 reads it from here).
 
-``_C`` links torch's C++ libraries; after a torch upgrade (or with another torch first on the
-path) loading it fails in the dynamic loader with an undefined symbol, or worse, loads and
-misbehaves. ``_build_info.py``, written by CMake next to ``_C``, records the torch version and
-C++ ABI flag of the build; a different minor version or ABI flag raises an ImportError that
-names both and the command that rebuilds xcompile for the torch installed now.
+``_C`` is built once for every torch in the range (it calls only what torch keeps stable across
+them, csrc/torch_compat.h; ``_torch_compat.init_c_abi`` checks the rest at import). The one part
+built against libtorch's C++ API, ``_C_graphs`` (CUDA-graph replay), is tied to the torch minor
+version it was built against: ``_build_info.py``, written by CMake next to it, records that
+torch and its C++ ABI flag, and ``mismatch`` says why another cannot load it
+(``_torch_compat.graph_replay_extension``).
 """
 from __future__ import annotations
 
@@ -55,17 +55,8 @@ def mismatch(built: str, built_abi: bool, running: str, running_abi: bool) -> st
 
 
 def check() -> None:
-    """Raise ImportError when the installed torch is outside the supported range, or not the one
-    _C was built against."""
+    """Raise ImportError when the installed torch is outside the supported range."""
     import torch
     why = unsupported(torch.__version__)
     if why:
         raise ImportError(why)
-    try:
-        from ._build_info import CXX11_ABI, TORCH_VERSION
-    except ImportError:
-        return                      # a build older than the record: _C's own import speaks
-    why = mismatch(TORCH_VERSION, CXX11_ABI, torch.__version__, torch._C._GLIBCXX_USE_CXX11_ABI)
-    if why:
-        raise ImportError(f"{why} Rebuild xcompile for the torch you have: {REBUILD} "
-                          f"(or install torch=={TORCH_VERSION.split('+')[0]}).")

@@ -1,12 +1,12 @@
 // Torch-free stand-ins for guard_tensor.cpp, guard_shapes.cpp, tensor_alias.cpp and
-// graph_replay.cpp, linked only
+// torch_compat.cpp, linked only
 // into the CPython 3.12 test build of the runtime (check_py312_compile.sh), where no torch is
 // installed. Not part of xcompile._C.
 #include <stdexcept>
 
-#include "graph_replay.h"
 #include "guard_leaves.h"
 #include "tensor_alias.h"
+#include "torch_compat.h"
 
 namespace xc {
 
@@ -25,6 +25,6 @@ std::unique_ptr<RootLeaf> make_shape_check(std::vector<ShapeRead>, std::vector<i
 
 void init_tensor_alias(pybind11::module_&) {}  // no shares_storage in the torch-free build
 
-bool init_graph_replay(PyObject*) { return true; }  // no GraphReplay in the torch-free build
+void init_torch_compat(pybind11::module_&) {}  // no _abi_* in the torch-free build
 
 }  // namespace xc

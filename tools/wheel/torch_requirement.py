@@ -1,15 +1,15 @@
 """The ``[[tool.dynamic-metadata]]`` provider of ``dependencies``: the torch an xcompile
 distribution can run with (scikit-build-core >= 1.0 tells it what is being built).
 
-- A wheel (and an editable install): ``xcompile._C`` links against the installed torch's C++
-  libraries, whose ABI changes between minor releases; so the wheel requires the torch it is
-  built against, to its minor version (``torch>=2.13,<2.14`` for a build against 2.13.0+cpu).
-  Built in the environment that has that torch (``--no-build-isolation``), pip then neither
-  installs a torch the extension cannot use nor replaces the user's. A torch outside the
-  supported range is refused here, as ``import xcompile`` would refuse it.
+- A wheel (and an editable install): ``xcompile._C`` is built once for every torch of the range
+  (it calls only what stays the same from 2.11 to 2.14: csrc/torch_compat.h), and
+  ``_C_graphs``, the part tied to one torch's C++ API, is built for another torch of the range
+  on first use; so the wheel requires the supported range too, whatever torch it is built
+  against. Building against a torch outside the range is refused here, as ``import xcompile``
+  would refuse it.
 - An sdist: no torch is built against yet, so its metadata states the whole supported range,
   ``torch>=2.11,<2.15``, whatever torch is installed where the sdist is made, and marks
-  ``Requires-Dist`` Dynamic (METADATA 2.2): a wheel built from it narrows it to its torch.
+  ``Requires-Dist`` Dynamic (METADATA 2.2).
 
 The range is ``SUPPORTED`` of ``python/xcompile/_torch_check.py`` (read from the source tree:
 the package is not importable while it is being built).
@@ -38,15 +38,15 @@ def supported_range() -> str:
 
 
 def torch_requirement(version: str) -> str:
-    """The requirement of a wheel built against torch ``version``: that minor version."""
+    """The requirement of a wheel built against torch ``version``: the supported range (one
+    build runs on every torch of it)."""
     m = re.match(r"(\d+)\.(\d+)", version)
     if m is None:
         raise RuntimeError(f"cannot read torch's version {version!r}")
     why = _torch_check().unsupported(version)
     if why:
         raise RuntimeError(f"cannot build xcompile against torch {version}: {why}")
-    major, minor = int(m.group(1)), int(m.group(2))
-    return f"torch>={major}.{minor},<{major}.{minor + 1}"
+    return supported_range()
 
 
 _state = {"build": "wheel"}

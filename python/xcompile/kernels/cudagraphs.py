@@ -1,7 +1,7 @@
 """CUDA-graph replay of compiled graphs: ``mode="reduce-overhead"`` (and ``"max-autotune"``),
 ``options={"triton.cudagraphs": True}``, backend ``"cudagraphs"``.
 
-``wrap(fn, gm, n_inputs, ...)`` returns a ``_C.GraphReplay`` standing for the compiled graph
+``wrap(fn, gm, n_inputs, ...)`` returns a ``_C_graphs.GraphReplay`` standing for the compiled graph
 ``fn`` (``gm`` is its ATen graph, for the checks). Per call, everything runs in C++
 (csrc/graph_replay.cpp): static-input pointer checks, copies of the other inputs into the
 recording's buffers, copying out outputs of earlier replays the caller still holds, the replay
@@ -39,7 +39,8 @@ from typing import Any, Callable, Iterable
 import torch
 import torch.fx
 
-from .. import _C, config, log
+from .. import config, log
+from .._torch_compat import graph_replay_extension
 from ..shape_state import STATIC_ADDRESS
 from .graph_devices import GraphPool, device_for
 
@@ -166,7 +167,12 @@ def wrap(fn: Callable, gm: torch.fx.GraphModule, n_inputs: int, *, static: Tenso
     if config.cudagraph_live_outputs not in ("copy", "error"):
         raise ValueError(f"config.cudagraph_live_outputs must be 'copy' or 'error', got "
                          f"{config.cudagraph_live_outputs!r}")
-    return _C.GraphReplay(fn, rec, n_inputs, pool, config.cudagraph_live_outputs == "copy")
+    try:
+        graphs = graph_replay_extension()
+    except ImportError as e:
+        log.log("cudagraphs", "%s runs without replay: %s", name, e)
+        return fn
+    return graphs.GraphReplay(fn, rec, n_inputs, pool, config.cudagraph_live_outputs == "copy")
 
 
 def replaying(gm: torch.nn.Module, *compilers: Callable) -> tuple[Callable, ...]:
@@ -276,7 +282,7 @@ class _Recorder:
         with torch.no_grad():
             for k, (a, s) in enumerate(zip(args, static)):
                 if s:                         # read in place, through a tensor that owns nothing
-                    buf = _C.GraphReplay.unowned(a) if a.numel() else a
+                    buf = graph_replay_extension().GraphReplay.unowned(a) if a.numel() else a
                 else:
                     if torch._debug_has_internal_overlap(a) == 1:
                         raise _NoReplay(f"input {k} has elements sharing memory (expanded); it cannot "

@@ -547,7 +547,7 @@ PyType_Slot gr_slots[] = {{Py_tp_new, (void*)gr_new},
                           {Py_tp_members, gr_members},
                           {0, nullptr}};
 
-PyType_Spec gr_spec = {"xcompile._C.GraphReplay", sizeof(GraphReplayObject), 0,
+PyType_Spec gr_spec = {"xcompile._C_graphs.GraphReplay", sizeof(GraphReplayObject), 0,
                        Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_HAVE_GC,
                        gr_slots};
 
