@@ -100,7 +100,8 @@ bool autocast_enabled(int device_type) {
   return at::autocast::is_autocast_enabled(static_cast<c10::DeviceType>(device_type));
 }
 int autocast_dtype(int device_type) {
-  return static_cast<int>(at::autocast::get_autocast_dtype(static_cast<c10::DeviceType>(device_type)));
+  return static_cast<int>(
+      at::autocast::get_autocast_dtype(static_cast<c10::DeviceType>(device_type)));
 }
 int64_t torch_function_stack_len() { return at::impl::PythonTorchFunctionTLS::stack_len(); }
 int torch_function_disabled_state() {
@@ -131,10 +132,10 @@ void init_torch_compat(py::module_& m) {
          size_t impl_dtype_device, size_t impl_autograd_meta, uint64_t dtype_device_mask,
          uint64_t policy_mask, uint64_t default_included, uint64_t default_excluded,
          uint64_t backend_mask) {
-        tc::g_layout = tc::Layout{impl_key_set,       impl_storage,      storage_nbytes,
-                                  impl_sizes_strides, impl_dtype_device, impl_autograd_meta,
-                                  dtype_device_mask,  policy_mask,       default_included,
-                                  default_excluded,   backend_mask,      true};
+        tc::g_layout =
+            tc::Layout{impl_key_set,      impl_storage,       storage_nbytes,    impl_sizes_strides,
+                       impl_dtype_device, impl_autograd_meta, dtype_device_mask, policy_mask,
+                       default_included,  default_excluded,   backend_mask,      true};
       },
       "Where this torch keeps what _C reads (_torch_compat.init_c_abi).");
   m.def(
