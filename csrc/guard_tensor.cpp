@@ -88,9 +88,10 @@ class TensorMatch final : public Leaf {
       int64_t rn = 0;
       const int64_t* raw_strides = nullptr;
       const int64_t* raw = tc::sizes_strides(impl, &rn, &raw_strides);
-      fast_ = tc::requires_grad_fast(impl) == requires_grad_ && read_dims(example, false, &p, &n) &&
-              n == rn && std::equal(p, p + n, raw) &&
-              (!strided_ || (read_dims(example, true, &p, &n) && std::equal(p, p + n, raw_strides)));
+      fast_ =
+          tc::requires_grad_fast(impl) == requires_grad_ && read_dims(example, false, &p, &n) &&
+          n == rn && std::equal(p, p + n, raw) &&
+          (!strided_ || (read_dims(example, true, &p, &n) && std::equal(p, p + n, raw_strides)));
     }
     Py_INCREF(type_);
   }
@@ -132,8 +133,8 @@ class TensorMatch final : public Leaf {
   int32_t device_index_ = -1;
   bool requires_grad_ = false;
   bool strided_ = true;
-  bool fast_ = false;           // the example's fields are TensorImpl's own (default policy)
-  uint64_t dtype_device_ = 0;   // its dtype and device bytes (fast_ only)
+  bool fast_ = false;          // the example's fields are TensorImpl's own (default policy)
+  uint64_t dtype_device_ = 0;  // its dtype and device bytes (fast_ only)
   std::vector<int64_t> sizes_;
   std::vector<int64_t> strides_;
 };

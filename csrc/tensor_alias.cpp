@@ -7,10 +7,10 @@
 // (torch_compat.h).
 #include "tensor_alias.h"
 
-#include "torch_compat.h"
-
 #include <algorithm>
 #include <vector>
+
+#include "torch_compat.h"
 
 namespace py = pybind11;
 
