@@ -75,7 +75,7 @@ lint:
 	@$(PYTHON) -c "import clang_format" 2>/dev/null || $(PIP) install $(PIP_FLAGS) clang-format==$(CLANG_FORMAT_VERSION)
 	$(PYTHON) -m ruff check python tests benchmarks tools
 	$(PYTHON) -m mypy
-	$(PYTHON) -c "import clang_format; clang_format.clang_format()" --dry-run -Werror csrc/*.cpp csrc/*.h tests/runtime/*.cpp
+	$(PYTHON) -c "import clang_format; clang_format.clang_format()" --dry-run -Werror csrc/*.cpp csrc/*.h csrc/graphs/*.cpp csrc/graphs/*.h tests/runtime/*.cpp
 	$(PYTHON) tools/house_counts.py --check
 
 demo: setup
