@@ -151,6 +151,26 @@ def test_errors_in_ops_raise_eagers_error():
     assert str(eager.value) in str(info.value) and "while tracing" in str(info.value)
 
 
+def test_a_fake_kernel_failure_where_eager_runs_is_a_logged_break():
+    """torch's meta kernel of addcmul cannot broadcast a 0-d operand to symbolic sizes; eager runs
+    the op. It was a TorchRuntimeError: no break logged, and the frame re-traced on every call."""
+    import xcompile
+
+    def fn(a, b, c):
+        return torch.addcmul(a + 1, b, c, value=0.5) * 2
+
+    a, b, c = r(4, 3), r(4, 3), torch.randn(())
+    explained = xcompile.explain(xcompile.compile(fn, backend="eager", dynamic=True))(a, b, c)
+    assert explained.graph_break_count == 1, explained
+    assert "fake-tensor kernel failed" in str(explained.break_reasons[0])
+    calls = []
+    compiled = xcompile.compile(fn, backend=lambda gm, ex: calls.append(gm) or gm, dynamic=True)
+    for shape in ((4, 3), (5, 2), (4, 3)):
+        a, b, c = r(*shape), r(*shape), torch.randn(())
+        torch.testing.assert_close(compiled(a, b, c), fn(a, b, c))
+    assert len(calls) == 2, "the graphs before and after the break, traced once"
+
+
 def test_shape_errors_and_assert_on_constants():
     def fn(x):
         assert x.shape[0] == 2, "bad"

@@ -95,15 +95,34 @@ def _eager_error(fn: Callable, fargs, fkwargs) -> BaseException | None:
 
     def real(x):
         if isinstance(x, FakeTensor):
-            return torch.zeros(x.shape, dtype=x.dtype, device="cpu" if x.device.type == "meta" else x.device)
-        return x
+            return torch.zeros([_hint(d) for d in x.shape], dtype=x.dtype,
+                               device="cpu" if x.device.type == "meta" else x.device)
+        return _hint(x) if isinstance(x, (torch.SymInt, torch.SymFloat, torch.SymBool)) else x
 
     try:
+        args, kwargs = tree_map(real, fargs), tree_map(real, fkwargs)
+    except _NoStandIn:
+        return None
+    try:
         with torch.no_grad():
-            fn(*tree_map(real, fargs), **tree_map(real, fkwargs))
+            fn(*args, **kwargs)
     except Exception as e:  # noqa: BLE001 - we only want its message
         return e
     return None
+
+
+def _hint(v):
+    """A symbolic size or scalar's example value (the call's own), without a guard."""
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        h = v.node.hint
+        if h is None:                   # unbacked (data-dependent): no example value
+            raise _NoStandIn
+        return h
+    return v
+
+
+class _NoStandIn(Exception):
+    """A fake argument with no real stand-in (a data-dependent size)."""
 
 
 # Reductions that raise on an empty input (or an empty reduced dim) where their meta kernels do not.
@@ -310,8 +329,14 @@ class GraphBuilder:
             # A genuine error of the op on these inputs (shapes, dtypes...): eager fails the same way.
             # Say it in eager's words: rerun the op on real stand-ins of the fake inputs.
             eager = _eager_error(fn, fargs, fkwargs)
-            text = f"{eager}" if eager is not None else f"{type(e).__name__}: {e}"
-            raise TorchRuntimeError(f"{text}\n\n(raised by {what} while tracing)") from e
+            if eager is None:
+                # eager runs the op on stand-ins of these inputs: the fake kernel is what fails
+                # (a meta kernel that cannot take symbolic sizes): a graph break, logged, where
+                # the op runs eagerly, rather than the whole frame re-traced on every call
+                raise Unsupported(f"{what}: its fake-tensor kernel failed on these inputs where eager runs",
+                                  "It runs eagerly; the code around it is still compiled.",
+                                  f"{type(e).__name__}: {e}") from e
+            raise TorchRuntimeError(f"{eager}\n\n(raised by {what} while tracing)") from e
 
     def call(self, kind: str, target: Any, args: tuple | list, kwargs: dict | None = None,
              *, fake_fn: Callable | None = None, what: str | None = None) -> Value:
