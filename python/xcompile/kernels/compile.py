@@ -32,6 +32,7 @@ from .constant_fold import fold_constants
 from .cpp import cpp_prelude, generate_cpp
 from .fusion import Group, fuse
 from .graph import GraphLowering
+from .inplace import inplace_writes
 from .ir import format_graph, format_node, verify_graph
 from .lowerings import LOWERINGS
 from .plan import make_plan
@@ -69,9 +70,9 @@ def _kernel_header(group: Group, params, buffers, kind: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _codegen_cpp(schedule, buffers, size_names: frozenset[str]) -> tuple[dict, list]:
+def _codegen_cpp(schedule, buffers, size_names: frozenset[str], inplace: dict[str, str]) -> tuple[dict, list]:
     groups = [g for g in schedule if isinstance(g, Group)]
-    gens = [generate_cpp(g, buffers, size_names) for g in groups]
+    gens = [generate_cpp(g, buffers, size_names, _aliased(g, inplace)) for g in groups]
     prelude = cpp_prelude()
     sources = [prelude + src for src, _, _, _ in gens]
     paths = build_cpp_many(sources)
@@ -84,7 +85,13 @@ def _codegen_cpp(schedule, buffers, size_names: frozenset[str]) -> tuple[dict, l
     return kernels, groups
 
 
-def _codegen_triton(schedule, buffers, size_names: frozenset[str]) -> tuple[dict, list]:
+def _aliased(group: Group, inplace: dict[str, str]) -> frozenset[str]:
+    """The buffers of ``group`` that share memory: each value it writes in place, and its input."""
+    return frozenset(b for v in group.stores if v in inplace for b in (v, inplace[v]))
+
+
+def _codegen_triton(schedule, buffers, size_names: frozenset[str], inplace: dict[str, str]) -> tuple[dict, list]:
+    assert not inplace           # (inplace_writes: C++ kernels only)
     from .triton import build_triton_kernel
     groups = [g for g in schedule if isinstance(g, Group)]
     kernels = {}
@@ -118,9 +125,10 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
     schedule = timed("fuse", fuse, graph)
     backend = _backend(graph.device)
     codegen = _codegen_cpp if backend == "cpp" else _codegen_triton
-    kernels, groups = timed("codegen+build", codegen, schedule, graph.buffers, graph_size_names(graph))
+    inplace = timed("inplace", inplace_writes, graph, schedule) if backend == "cpp" else {}
+    kernels, groups = timed("codegen+build", codegen, schedule, graph.buffers, graph_size_names(graph), inplace)
     group_reads = {g: [b for b, w in kernels[g].params if not w] for g in groups}
-    plan = timed("plan", make_plan, graph, schedule, group_reads)
+    plan = timed("plan", make_plan, graph, schedule, group_reads, inplace)
     src, glb = timed("wrapper", generate_wrapper, graph, plan, kernels, bound)
     fn: Any = build_wrapper(src, glb)   # a plain function; the attributes below are set on it
     for f in graph.fallbacks:

@@ -36,8 +36,10 @@ def _scalar_calls(ln: str) -> str:
 
 
 class CppKernelWriter:
-    def __init__(self, group: Group, buffers: dict, name: str, size_names: frozenset[str] = frozenset()):
+    def __init__(self, group: Group, buffers: dict, name: str, size_names: frozenset[str] = frozenset(),
+                 aliased: frozenset[str] = frozenset()):
         self.size_names = size_names   # the graph's size symbols (dynamic shapes)
+        self.aliased = aliased         # buffers sharing memory (a write in place): no __restrict
         self.group = group
         self.buffers = buffers
         self.name = name
@@ -202,7 +204,8 @@ class CppKernelWriter:
         args = []
         for buf, (pname, written) in self.params.items():
             ct = STORAGE_CTYPE[self.buffers[buf].dtype]
-            args.append(f"{'' if written else 'const '}{ct}* __restrict {pname}")
+            restrict = "" if buf in self.aliased else " __restrict"
+            args.append(f"{'' if written else 'const '}{ct}*{restrict} {pname}")
         names = list(p for p, _ in self.params.values())
         if self.size_names:       # symbolic sizes the code names: int64_t arguments after the pointers
             used = {i for ln in code for i in IDENT.findall(ln)}
@@ -529,12 +532,13 @@ class CppKernelWriter:
                 f"for (int l = 0; l < {LANES}; l++) {n} = " + COMBINE[a.rtype].format(a=n, v=f"{n}_v[l]") + ";"]
 
 
-def generate_cpp(group: Group, buffers: dict, size_names: frozenset[str] = frozenset()
-                 ) -> tuple[str, list[tuple[str, bool]], list, list[str]]:
+def generate_cpp(group: Group, buffers: dict, size_names: frozenset[str] = frozenset(),
+                 aliased: frozenset[str] = frozenset()) -> tuple[str, list[tuple[str, bool]], list, list[str]]:
     """(kernel source without the prelude, [(buffer, written) in parameter order], the
     ``IndexCheck`` per check site: non-empty means the kernel returns an error code, the size
-    symbols it takes after the pointers)."""
-    w = CppKernelWriter(group, buffers, group.name, size_names)
+    symbols it takes after the pointers). ``aliased``: buffers that share memory (an input and
+    the value written into it in place, ``inplace.py``)."""
+    w = CppKernelWriter(group, buffers, group.name, size_names, aliased)
     src = w.generate()
     return src, [(b, wr) for b, (_, wr) in w.params.items()], list(w.checks), w.size_params
 

@@ -22,6 +22,7 @@ class Step:
 class Plan:
     steps: list[Step]
     storage: dict[str, str]                         # buffer -> the buffer variable holding its memory
+    inplace: dict[str, str] = dataclasses.field(default_factory=dict)   # value -> input it is written into
 
 
 def reads_of(item, group_reads: dict) -> list[str]:
@@ -35,7 +36,10 @@ def _aliasing(node: ExternNode) -> bool:
     return schema is not None and any(r.alias_info is not None for r in schema.returns)
 
 
-def make_plan(graph: KernelGraph, schedule: list, group_reads: dict) -> Plan:
+def make_plan(graph: KernelGraph, schedule: list, group_reads: dict, inplace: dict[str, str] | None = None) -> Plan:
+    """``inplace``: values the kernels store straight into the input they are written to
+    (``inplace.py``): they take that input's memory, and the wrapper copies nothing."""
+    inplace = inplace or {}
     keep = {r.name for r in graph.outputs if isinstance(r, TensorRef)}
     keep |= {r.name for _, r in graph.mutations}
     keep |= {b.name for b in graph.buffers.values() if b.kind == "input"}
@@ -58,8 +62,8 @@ def make_plan(graph: KernelGraph, schedule: list, group_reads: dict) -> Plan:
         allocs = []
         if isinstance(item, Group):
             for b in item.stores:
-                donor = None
-                if b not in keep and pool.get(key(b)):
+                donor = inplace.get(b)
+                if donor is None and b not in keep and pool.get(key(b)):
                     donor = pool[key(b)].pop()
                 storage[b] = storage.get(donor, donor) if donor else b
                 allocs.append((b, donor))
@@ -73,4 +77,4 @@ def make_plan(graph: KernelGraph, schedule: list, group_reads: dict) -> Plan:
             frees.append(b)
             pool.setdefault(key(b), []).append(storage.get(b, b))
         steps.append(Step(item, allocs, frees))
-    return Plan(steps, storage)
+    return Plan(steps, storage, dict(inplace))

@@ -176,7 +176,9 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
             k = kernels[item]
             lines.append(f"# {k.name} ({k.kind}): {', '.join(item.origins)}")
             for b, donor in step.allocs:
-                if donor:
+                if donor and plan.inplace.get(b) == donor:
+                    lines.append(f"{b} = {donor}  # written in place into the input {donor}")
+                elif donor:
                     lines.append(f"{b} = {donor}  # reuses {donor}'s memory")
                 else:
                     lay = graph.buffers[b].layout
@@ -209,12 +211,14 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
         dead = [b for b in step.frees if b not in donors]
         if dead:
             lines.append(f"del {', '.join(dead)}")
-    if len(graph.mutations) > 1:            # one call for all (an optimizer writes hundreds of inputs)
+    # (values a kernel stored straight into their input need no copy: plan.inplace)
+    copies = [(pos, ref) for pos, ref in graph.mutations if plan.inplace.get(ref.name) != graph.inputs[pos]]
+    if len(copies) > 1:            # one call for all (an optimizer writes hundreds of inputs)
         g.values["_foreach_copy_"] = torch._foreach_copy_
-        targets = ", ".join(str(graph.inputs[pos]) for pos, _ in graph.mutations)
-        sources = ", ".join(_tensor(ref, graph) for _, ref in graph.mutations)
+        targets = ", ".join(str(graph.inputs[pos]) for pos, _ in copies)
+        sources = ", ".join(_tensor(ref, graph) for _, ref in copies)
         lines.append(f"_foreach_copy_([{targets}], [{sources}])")
-    for pos, ref in graph.mutations[:1] if len(graph.mutations) == 1 else ():
+    for pos, ref in copies[:1] if len(copies) == 1 else ():
         lines.append(f"{graph.inputs[pos]}.copy_({_tensor(ref, graph)})")
     outs = [(_tensor(o, graph) if isinstance(o, TensorRef) else _literal(o, g)) for o in graph.outputs]
     ret = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})"
