@@ -12,6 +12,7 @@
 #include "guard_accessors.h"
 #include "guard_leaves.h"
 #include "guard_tree.h"
+#include "kernel_launch.h"
 #include "tensor_alias.h"
 #include "torch_compat.h"
 
@@ -325,4 +326,5 @@ PYBIND11_MODULE(_C, m) {
   init_torch_compat(m);
   if (!init_compiled_function(m.ptr())) throw py::error_already_set();
   if (!init_context_exit(m.ptr())) throw py::error_already_set();
+  if (!init_kernel_launch(m.ptr())) throw py::error_already_set();
 }

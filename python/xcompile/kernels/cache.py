@@ -25,7 +25,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
-from .. import config
+from .. import _C, config
 from ..cache_dir import added, touch
 from .cpp_prelude import have_libmvec
 
@@ -174,10 +174,19 @@ def loaded_libraries() -> int:
 
 
 def load_cpp(path: Path, symbol: str = "kernel", nargs: int = 0, returns_int: bool = False, nsizes: int = 0):
-    """``symbol`` from the shared object at ``path`` as a ctypes function of ``nargs`` pointers
-    and ``nsizes`` int64 sizes (returning an int64 when ``returns_int``: kernels with index
-    checks return an error code). The function holds its library loaded."""
-    fn: Any = _library(str(path))[symbol]     # a new function object: not cached on the library
+    """``symbol`` from the shared object at ``path``: for a kernel, a ``_C.KernelLauncher`` of
+    ``nargs`` tensors (or addresses) and ``nsizes`` sizes; else (or a library built before
+    kernels had a packed entry) a ctypes function of ``nargs`` pointers and ``nsizes`` int64
+    sizes (returning an int64 when ``returns_int``: kernels with index checks return an error
+    code). Either holds its library loaded."""
+    lib = _library(str(path))
+    if symbol == "kernel" and hasattr(lib, "kernel_packed"):
+        # the tensors themselves, data pointers read in C (csrc/kernel_launch.cpp)
+        address = ctypes.cast(lib.kernel_packed, ctypes.c_void_p).value
+        launcher = _C.KernelLauncher(address, nargs, nsizes, lib)
+        launcher.xcompile_so = (Path(path).stem, symbol, nargs, returns_int, nsizes)
+        return launcher
+    fn: Any = lib[symbol]     # a new function object: not cached on the library
     fn.argtypes = [ctypes.c_void_p] * nargs + [ctypes.c_int64] * nsizes
     fn.restype = ctypes.c_int64 if returns_int else None
     # how to load it again in another process (warm_cache.py describes wrappers by it)

@@ -25,7 +25,7 @@ import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-from .. import config, log
+from .. import _C, config, log
 from ..debug import dump, timing
 from .cache import build_cpp_many, load_cpp
 from .constant_fold import fold_constants
@@ -128,7 +128,8 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
     inplace = timed("inplace", inplace_writes, graph, schedule) if backend == "cpp" else {}
     kernels, groups = timed("codegen+build", codegen, schedule, graph.buffers, graph_size_names(graph), inplace)
     group_reads = {g: [b for b, w in kernels[g].params if not w] for g in groups}
-    plan = timed("plan", make_plan, graph, schedule, group_reads, inplace)
+    arena = backend == "cpp" and all(isinstance(k.fn, _C.KernelLauncher) for k in kernels.values())
+    plan = timed("plan", make_plan, graph, schedule, group_reads, inplace, arena)
     src, glb = timed("wrapper", generate_wrapper, graph, plan, kernels, bound)
     fn: Any = build_wrapper(src, glb)   # a plain function; the attributes below are set on it
     for f in graph.fallbacks:

@@ -201,11 +201,12 @@ class CppKernelWriter:
         thread on its share.  An ``omp parallel for`` over the loop instead would move it into
         an outlined function taking the pointers from a struct: g++ then drops ``__restrict``
         and stops vectorizing what may alias (a layer_norm backward ran 4x slower)."""
-        args = []
+        args, ptypes = [], []
         for buf, (pname, written) in self.params.items():
             ct = STORAGE_CTYPE[self.buffers[buf].dtype]
             restrict = "" if buf in self.aliased else " __restrict"
-            args.append(f"{'' if written else 'const '}{ct}*{restrict} {pname}")
+            ptypes.append(f"{'' if written else 'const '}{ct}*")
+            args.append(f"{ptypes[-1]}{restrict} {pname}")
         names = list(p for p, _ in self.params.values())
         if self.size_names:       # symbolic sizes the code names: int64_t arguments after the pointers
             used = {i for ln in code for i in IDENT.findall(ln)}
@@ -255,9 +256,10 @@ class CppKernelWriter:
                 f"        if (xc_b < xc_e) kernel_part(xc_b, xc_e{', ' if call_args else ''}{call_args});"] + \
                 (["        #pragma omp critical", "        {"] + ["            " + ln for ln in merge] + ["        }"]
                  if n else []) + ["    }", "}"]
+        packed = _packed_entry(ptypes, len(self.size_params), returns=bool(n))
         if not n:
             sig = f'extern "C" void kernel({", ".join(args)})'
-            return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in body] + ["}"])
+            return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in body] + ["}", packed])
         tail = []
         for k, c in enumerate(self.checks):
             tail += [f"if (xc_hi{k} >= {cexpr(c.size)}) {{ xc_bad_index = xc_hi{k}; return {k + 1}; }}",
@@ -265,7 +267,7 @@ class CppKernelWriter:
         sig = f'extern "C" int64_t kernel({", ".join(args)})'
         pre = ["static thread_local int64_t xc_bad_index = 0;",
                'extern "C" int64_t kernel_bad_index() { return xc_bad_index; }'] + pre
-        return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in body + tail + ["return 0;"]] + ["}"])
+        return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in body + tail + ["return 0;"]] + ["}", packed])
 
     # -- reductions over the outer dim (columns): vectorize across the rows instead ------------
     def columns_layout(self) -> bool:
@@ -530,6 +532,15 @@ class CppKernelWriter:
                     f"{n}_t, {n}_ti); }}"]
         return [f"{ct} {n} = {n}_t;",
                 f"for (int l = 0; l < {LANES}; l++) {n} = " + COMBINE[a.rtype].format(a=n, v=f"{n}_v[l]") + ";"]
+
+
+def _packed_entry(ptypes: list[str], nsizes: int, returns: bool) -> str:
+    """``kernel_packed(ptrs, sizes)``: the kernel called with its pointers and sizes from two
+    arrays, the entry ``_C.KernelLauncher`` calls (it reads the tensors' data pointers in C)."""
+    args = [f"({t})xc_p[{i}]" for i, t in enumerate(ptypes)] + [f"xc_s[{i}]" for i in range(nsizes)]
+    call = f"kernel({', '.join(args)})"
+    body = f"return {call};" if returns else f"{call}; return 0;"
+    return f'extern "C" int64_t kernel_packed(void* const* xc_p, const int64_t* xc_s) {{ {body} }}'
 
 
 def generate_cpp(group: Group, buffers: dict, size_names: frozenset[str] = frozenset(),

@@ -23,6 +23,25 @@ class Plan:
     steps: list[Step]
     storage: dict[str, str]                         # buffer -> the buffer variable holding its memory
     inplace: dict[str, str] = dataclasses.field(default_factory=dict)   # value -> input it is written into
+    arena: dict[str, int] = dataclasses.field(default_factory=dict)     # buffer -> byte offset in the arena
+    arena_bytes: int = 0
+
+
+# Buffers only kernels touch, this small or smaller, live in one allocation per call (the arena)
+# and reach the kernels as addresses: an optimizer's per-parameter scalars (bias corrections) were
+# one empty_strided each.
+ARENA_BUFFER_BYTES = 16384
+ARENA_BYTES = 1 << 20
+_ALIGN = 64
+
+
+def _static_bytes(layout) -> int | None:
+    if not all(isinstance(v, int) for v in (*layout.size, *layout.stride)):
+        return None
+    if any(n == 0 for n in layout.size):
+        return 0
+    span = 1 + sum((n - 1) * abs(st) for n, st in zip(layout.size, layout.stride))
+    return span * layout.dtype.itemsize
 
 
 def reads_of(item, group_reads: dict) -> list[str]:
@@ -36,10 +55,16 @@ def _aliasing(node: ExternNode) -> bool:
     return schema is not None and any(r.alias_info is not None for r in schema.returns)
 
 
-def make_plan(graph: KernelGraph, schedule: list, group_reads: dict, inplace: dict[str, str] | None = None) -> Plan:
+def make_plan(graph: KernelGraph, schedule: list, group_reads: dict, inplace: dict[str, str] | None = None,
+              arena: bool = False) -> Plan:
     """``inplace``: values the kernels store straight into the input they are written to
-    (``inplace.py``): they take that input's memory, and the wrapper copies nothing."""
+    (``inplace.py``): they take that input's memory, and the wrapper copies nothing. ``arena``:
+    the kernels take addresses (``_C.KernelLauncher``), so small buffers no extern call reads
+    and the graph does not return can share one allocation."""
     inplace = inplace or {}
+    offsets: dict[str, int] = {}
+    arena_bytes = 0
+    extern_reads = {b for item in schedule if isinstance(item, ExternNode) for b in reads_of(item, group_reads)}
     keep = {r.name for r in graph.outputs if isinstance(r, TensorRef)}
     keep |= {r.name for _, r in graph.mutations}
     keep |= {b.name for b in graph.buffers.values() if b.kind == "input"}
@@ -65,6 +90,11 @@ def make_plan(graph: KernelGraph, schedule: list, group_reads: dict, inplace: di
                 donor = inplace.get(b)
                 if donor is None and b not in keep and pool.get(key(b)):
                     donor = pool[key(b)].pop()
+                nbytes = _static_bytes(graph.buffers[b].layout) if arena and donor is None else None
+                if nbytes is not None and nbytes <= ARENA_BUFFER_BYTES and b not in keep and \
+                        b not in extern_reads and arena_bytes + nbytes <= ARENA_BYTES:
+                    offsets[b] = arena_bytes
+                    arena_bytes += -(-max(nbytes, 1) // _ALIGN) * _ALIGN
                 storage[b] = storage.get(donor, donor) if donor else b
                 allocs.append((b, donor))
         else:
@@ -75,6 +105,7 @@ def make_plan(graph: KernelGraph, schedule: list, group_reads: dict, inplace: di
             if b in keep or last.get(b, -1) > i or graph.buffers[b].kind == "input":
                 continue
             frees.append(b)
-            pool.setdefault(key(b), []).append(storage.get(b, b))
+            if b not in offsets:             # (an arena address is no tensor to hand on)
+                pool.setdefault(key(b), []).append(storage.get(b, b))
         steps.append(Step(item, allocs, frees))
-    return Plan(steps, storage, dict(inplace))
+    return Plan(steps, storage, dict(inplace), offsets, arena_bytes)

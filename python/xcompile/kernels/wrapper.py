@@ -16,7 +16,7 @@ import sympy
 import torch
 from torch.utils import _pytree as pytree
 
-from .. import config
+from .. import _C, config
 from .fusion import Group
 from .ir import ExternNode, KernelGraph, TensorRef, contiguous_strides, raise_index_error, same_strides
 from .plan import Plan
@@ -176,7 +176,11 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
             k = kernels[item]
             lines.append(f"# {k.name} ({k.kind}): {', '.join(item.origins)}")
             for b, donor in step.allocs:
-                if donor and plan.inplace.get(b) == donor:
+                if b in plan.arena:
+                    lay = graph.buffers[b].layout
+                    lines.append(f"{b} = _arena_p + {plan.arena[b]}  # in the arena: {_py(lay.size)}, "
+                                 f"{_py(lay.stride)}, {str(lay.dtype).replace('torch.', '')}")
+                elif donor and plan.inplace.get(b) == donor:
                     lines.append(f"{b} = {donor}  # written in place into the input {donor}")
                 elif donor:
                     lines.append(f"{b} = {donor}  # reuses {donor}'s memory")
@@ -185,7 +189,7 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
                     lines.append(f"{b} = empty_strided({_py(lay.size)}, {_py(lay.stride)}, "
                                  f"dtype={_literal(lay.dtype, g)}, device={device})")
             fname = g.add(k.fn, k.name)
-            if k.kind == "cpp":
+            if k.kind == "cpp" and not isinstance(k.fn, _C.KernelLauncher):       # (ctypes: pointers)
                 args = ", ".join([f"{b}.data_ptr()" for b, _ in k.params] + k.sizes)
             else:
                 args = ", ".join([b for b, _ in k.params] + k.sizes)
@@ -211,6 +215,9 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
         dead = [b for b in step.frees if b not in donors]
         if dead:
             lines.append(f"del {', '.join(dead)}")
+    if plan.arena_bytes:
+        lines[:0] = [f"_arena = empty_strided(({plan.arena_bytes},), (1,), dtype={_literal(torch.uint8, g)}, "
+                     f"device={device})", "_arena_p = _arena.data_ptr()"]
     # (values a kernel stored straight into their input need no copy: plan.inplace)
     copies = [(pos, ref) for pos, ref in graph.mutations if plan.inplace.get(ref.name) != graph.inputs[pos]]
     if len(copies) > 1:            # one call for all (an optimizer writes hundreds of inputs)
