@@ -61,7 +61,7 @@ FALLBACK: dict[str, str] = {}
 NO_GRAPH: dict[tuple[str, str], str] = {
     ("narrow_copy", "inductor-dynamic"):
         "torch's meta for narrow_copy calls storage_offset(), which a tensor of symbolic sizes refuses: "
-        "the trace raises a TorchRuntimeError and convert_frame runs that call eagerly",
+        "the op is a graph break (its fake kernel fails where eager runs) and runs eagerly",
 }
 
 _LN_ONE = ("a layer norm over one element: the exact gradient is 0; eager's kernel leaves rounding noise "
