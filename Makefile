@@ -97,8 +97,8 @@ clean:
 	rm -rf build
 
 # Other Pythons and torches (tools/matrix/test_matrix.sh): a kept virtualenv per pair under
-# ~/.cache/xcompile-matrix, the wheel built for it, the layer subset run through the installed
-# wheel, one line per pair. `make test-matrix PAIRS="3.12:2.14.1 3.12:2.11.0"`
+# ~/.cache/xcompile-matrix, one wheel per Python installed with each torch of the run, the layer
+# subset run through the installed wheel, one line per pair. `make test-matrix PAIRS="3.12:2.14.1 3.12:2.11.0"`
 PAIRS ?= 3.12:2.14.1 3.11:2.14.1
 test-matrix:
 	tools/matrix/test_matrix.sh "$(PAIRS)"

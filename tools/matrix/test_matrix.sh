@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # xcompile against other Pythons and torches (issue #30): for each PY:TORCH pair, a virtualenv
-# kept under a cache folder outside the tree (made once: a torch wheel is gigabytes), a wheel
-# built there for that Python against that torch, installed, and the layer subset run from
-# outside the tree through the installed wheel. One line per pair; exit status 0 = all passed.
+# kept under a cache folder outside the tree (made once: a torch wheel is gigabytes), the wheel
+# of that Python (built once per run, against the torch of the first pair of that Python)
+# installed there, and the layer subset run from outside the tree through the installed wheel.
+# One line per pair; exit status 0 = all passed.
 #
 #   tools/matrix/test_matrix.sh "3.12:2.14.1 3.11:2.14.1 3.12:2.11.0"     (make test-matrix PAIRS=...)
 #
@@ -37,11 +38,20 @@ for pair in $PAIRS; do
     2) echo "[matrix] $name: SKIPPED (no Python $py here)"; status=1; continue ;;
     *) echo "[matrix] $name: FAILED to make its virtualenv: $(tail -1 "$log") (see $log)"; status=1; continue ;;
   esac
-  # the wheel for this Python and torch, built in a build folder of its own
-  whl_dir="$CACHE/wheels/$name"; rm -rf "$whl_dir"
-  if ! "$venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
-        -C build-dir="$CACHE/build/$name" -w "$whl_dir" "$ROOT" >>"$log" 2>&1; then
-    echo "[matrix] $name: FAILED to build (see $log)"; status=1; continue
+  # the wheel: one per Python, built against the torch of that Python's first pair and installed
+  # with every torch of the others, as users get it (the one _C runs on every torch of the range;
+  # MATRIX_WHEEL_PER_PAIR=1: a wheel of its own for each pair instead)
+  key="py$py"; [[ -n "${MATRIX_WHEEL_PER_PAIR:-}" ]] && key="$name"
+  whl_dir="$CACHE/wheels/$key"
+  if [[ " ${built:-} " != *" $key "* ]]; then
+    rm -rf "$whl_dir"
+    if ! "$venv/bin/python" -m pip wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
+          -C build-dir="$CACHE/build/$name" -w "$whl_dir" "$ROOT" >>"$log" 2>&1; then
+      echo "[matrix] $name: FAILED to build (see $log)"; status=1; continue
+    fi
+    built="${built:-} $key"; echo "[matrix] $name: built the wheel for Python $py against torch $torch_v" >>"$log"
+  else
+    echo "[matrix] $name: the wheel built for Python $py earlier in this run" >>"$log"
   fi
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps --force-reinstall \
     "$whl_dir"/xcompile-*.whl >>"$log" 2>&1 ||
