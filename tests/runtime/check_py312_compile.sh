@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the torch-free part of xcompile._C against CPython 3.12 and runs the runtime smoke
-# test under python3.12 (no torch there: guard_tensor.cpp, guard_shapes.cpp, tensor_alias.cpp and
-# torch_compat.cpp, the TUs that call torch, are replaced by py312_torch_stub.cpp; csrc/graphs/ is
+# test under python3.12 (no torch there: guard_tensor.cpp, guard_shapes.cpp, tensor_alias.cpp,
+# torch_compat.cpp and kernel_launch.cpp, the TUs that call torch, are replaced by
+# py312_torch_stub.cpp; csrc/graphs/ is
 # another module).
 #   1. g++ -fsyntax-only on every torch-free TU against the 3.12 headers
 #   2. link them into a test module _C in a temporary directory
@@ -20,7 +21,7 @@ trap 'rm -rf "$OUT"' EXIT
 
 SOURCES=()
 for f in "$ROOT"/csrc/*.cpp; do
-  case "$(basename "$f")" in guard_tensor.cpp|guard_shapes.cpp|tensor_alias.cpp|torch_compat.cpp) continue ;; esac   # torch calls
+  case "$(basename "$f")" in guard_tensor.cpp|guard_shapes.cpp|tensor_alias.cpp|torch_compat.cpp|kernel_launch.cpp) continue ;; esac   # torch calls
   SOURCES+=("$f")
 done
 FLAGS=(-std=c++17 -fPIC -fvisibility=hidden -Wall -Werror -Wno-unused-function -Wno-missing-field-initializers

@@ -1,10 +1,11 @@
-// Torch-free stand-ins for guard_tensor.cpp, guard_shapes.cpp, tensor_alias.cpp and
-// torch_compat.cpp, linked only
+// Torch-free stand-ins for guard_tensor.cpp, guard_shapes.cpp, tensor_alias.cpp,
+// torch_compat.cpp and kernel_launch.cpp, linked only
 // into the CPython 3.12 test build of the runtime (check_py312_compile.sh), where no torch is
 // installed. Not part of xcompile._C.
 #include <stdexcept>
 
 #include "guard_leaves.h"
+#include "kernel_launch.h"
 #include "tensor_alias.h"
 #include "torch_compat.h"
 
@@ -26,5 +27,7 @@ std::unique_ptr<RootLeaf> make_shape_check(std::vector<ShapeRead>, std::vector<i
 void init_tensor_alias(pybind11::module_&) {}  // no shares_storage in the torch-free build
 
 void init_torch_compat(pybind11::module_&) {}  // no _abi_* in the torch-free build
+
+bool init_kernel_launch(PyObject*) { return true; }  // no KernelLauncher in the torch-free build
 
 }  // namespace xc
