@@ -25,12 +25,22 @@ OPTIMIZERS = {
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1),
     "rmsprop": lambda ps: torch.optim.RMSprop(ps, lr=1e-2, momentum=0.5),
     "adagrad": lambda ps: torch.optim.Adagrad(ps, lr=1e-2),
+    # the multi-tensor (foreach) and fused variants: foreach Adam's stacked step sizes reach
+    # torch._foreach_addcdiv_ as a tensor, whose fake kernel cannot run (frontend/optim_ops.py)
+    "adamw-foreach": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, foreach=True),
+    "adam-foreach": lambda ps: torch.optim.Adam(ps, lr=1e-2, foreach=True),
+    "sgd-foreach": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9, foreach=True),
+    "rmsprop-foreach": lambda ps: torch.optim.RMSprop(ps, lr=1e-2, momentum=0.5, foreach=True),
+    "adamw-fused": lambda ps: torch.optim.AdamW(ps, lr=1e-2, weight_decay=0.1, fused=True),
 }
 # Under compile an optimizer keeps its step count a tensor (torch.optim's _get_value), so Adam's
 # bias corrections are float32 tensor math where eager uses Python floats (torch.compile too).
-TOLERANCE = {"adam": dict(rtol=1e-5, atol=1e-6), "adamw": dict(rtol=1e-5, atol=1e-6)}
-CASES = [(k, "eager") for k in OPTIMIZERS] + [(k, "aot_eager") for k in OPTIMIZERS] + \
-    [("adamw", "inductor"), ("sgd-nesterov", "inductor")]
+TOLERANCE = {k: dict(rtol=1e-5, atol=1e-6) for k in OPTIMIZERS if k.startswith("adam")}
+# (adamw-fused on aot_eager: BackendCompilerFailed, aot's functionalization of _fused_adamw_
+# raises "mutating a non-functional tensor with a functional tensor"; torch.compile runs it. Open
+# in issue #32's note; inductor's inference path traces it)
+CASES = [(k, "eager") for k in OPTIMIZERS] + [(k, "aot_eager") for k in OPTIMIZERS if k != "adamw-fused"] + \
+    [("adamw", "inductor"), ("sgd-nesterov", "inductor"), ("adamw-foreach", "inductor"), ("adamw-fused", "inductor")]
 
 
 def _model():

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from .calls import register_tensor_method_rule, register_torch_op_rule
-from .values import TensorValue, Value
+from .values import ConstantValue, ListValue, TensorValue, TupleValue, Value
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -40,3 +40,33 @@ for _name, _combine in (("addcdiv", torch.div), ("addcmul", torch.mul)):
     register_torch_op_rule(getattr(torch, _name),
                            lambda tx, args, kwargs, _m=_method: _m(tx, args[0], list(args[1:]), kwargs)
                            if len(args) == 3 else None)
+
+
+def _foreach_with_tensor_scalars(combine, in_place: bool):
+    """``torch._foreach_addcdiv_(params, t1s, t2s, scalars)`` with ``scalars`` a 1-d tensor (the
+    foreach Adam's stacked step sizes under compile: ``_stack_if_compiling``). torch's fake
+    kernel of that overload cannot run on fakes; traced as its per-tensor arithmetic,
+    ``self[i] + t1s[i] / t2s[i] * scalars[i]``, as for the single-tensor step above."""
+    def rule(tx: "Tracer", args: list, kwargs: dict) -> Value | None:
+        if len(args) != 4 or kwargs or not isinstance(args[3], TensorValue) or \
+                not all(isinstance(a, (ListValue, TupleValue)) for a in args[:3]):
+            return None
+        selves, t1s, t2s = (list(a.items) for a in args[:3])
+        scalars = args[3]
+        n = len(selves)
+        if len(t1s) != n or len(t2s) != n or not all(isinstance(v, TensorValue) for v in selves + t1s + t2s) or \
+                tuple(scalars.fake.shape) != (n,):
+            return None                            # (eager's own error, or another overload)
+        out = []
+        for i in range(n):
+            scale = tx.gb.call("call_function", torch.select, [scalars, ConstantValue(0), ConstantValue(i)], {})
+            term = tx.gb.call("call_function", torch.mul,
+                              [tx.gb.call("call_function", combine, [t1s[i], t2s[i]], {}), scale], {})
+            out.append(tx.gb.call("call_method", "add_" if in_place else "add", [selves[i], term], {}))
+        return ConstantValue(None) if in_place else ListValue(out)
+    return rule
+
+
+for _name, _combine in (("addcdiv", torch.div), ("addcmul", torch.mul)):
+    register_torch_op_rule(getattr(torch, f"_foreach_{_name}_"), _foreach_with_tensor_scalars(_combine, True))
+    register_torch_op_rule(getattr(torch, f"_foreach_{_name}"), _foreach_with_tensor_scalars(_combine, False))
