@@ -200,6 +200,23 @@ def test_no_aliasing():
     assert check(root, a, b, c)
 
 
+@pytest.mark.parametrize("n", [17, 300])
+def test_no_aliasing_over_many_slots(n):
+    """Past 16 slots the objects are sorted, not compared pair by pair (an optimizer's 1,500)."""
+    root = C.RootGuard(n)
+    for i in range(n):
+        root.local(i, f"t{i}").set_slot(i)
+    root.add_no_aliasing(list(range(n)), "NO_ALIASING")
+    ts = [torch.ones(1) for _ in range(n)]
+    assert check(root, *ts)
+    for i, j in ((0, n - 1), (n // 2, n // 2 + 1), (n - 2, 3)):
+        aliased = list(ts)
+        aliased[i] = aliased[j]
+        assert not check(root, *aliased), (i, j)
+        assert root.last_failure() == "NO_ALIASING"
+    assert check(root, *ts)
+
+
 def test_same_object():
     root = C.RootGuard(2)
     root.local(0, "a").set_slot(0)
