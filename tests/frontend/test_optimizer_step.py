@@ -156,3 +156,28 @@ def test_captured_after_torch_compile_compiled_one():
     opt.step()
     explained = xcompile.explain(lambda: opt.step())()
     assert explained.graph_count == 1 and _only_wrapper_breaks(explained), str(explained)
+
+
+def test_fused_step_captured_after_torch_compile_ran():
+    """The first torch.compile in a process disables ``torch.optim.<opt>._fused_<opt>`` in every
+    optimizer module for good (torch._dynamo: "don't trace into fused optimizer"); xcompile traces
+    the function it wraps. Before, a fused AdamW step broke at the fused call, in any process that
+    had run torch.compile."""
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(1))
+    import torch.optim.adam as adam_mod  # (AdamW's fused step is Adam's _fused_adam)
+    assert getattr(adam_mod._fused_adam, "_torchdynamo_disable", False)
+    torch.manual_seed(0)
+    m_ref = _model()
+    m = copy.deepcopy(m_ref)
+    opt_ref, opt = OPTIMIZERS["adamw-fused"](m_ref.parameters()), OPTIMIZERS["adamw-fused"](m.parameters())
+    step = xcompile.compile(lambda: opt.step(), backend="eager")
+    for _ in range(3):
+        x = torch.randn(4, 6)
+        m_ref(x).square().sum().backward()
+        m(x).square().sum().backward()
+        opt_ref.step()
+        step()
+        for a, b in zip(m.parameters(), m_ref.parameters()):
+            torch.testing.assert_close(a, b, **TOLERANCE["adamw-fused"])
+    explained = xcompile.explain(lambda: opt.step())()
+    assert explained.graph_count == 1 and _only_wrapper_breaks(explained), str(explained)

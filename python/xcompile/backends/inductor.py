@@ -101,7 +101,7 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
             raise
         return _eager(gm, f"cannot trace to ATen: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
     written = _written_inputs(aten_gm)
-    if written is None or (written and _output_aliases_input(program, primals)) \
+    if written is None or (written and _returns_tensors(gm) and _output_aliases_input(program, primals)) \
             or _returns_detached_input(aten_gm, primals):
         # ``x.add_(1); return x`` returns x itself in eager, ``x.t_()`` restrides x itself: aot's
         # runtime writes new values back, replays restrides and rebuilds such outputs from the
@@ -168,6 +168,16 @@ def _leaves(args) -> list:
     out: list = []
     torch.fx.node.map_arg(args, out.append)
     return out
+
+
+def _returns_tensors(gm: torch.fx.GraphModule) -> bool:
+    """Whether the graph returns a tensor (only a returned tensor can alias an input; an
+    optimizer step returns none, and the fake run that would ask is a second of a big step's
+    compile)."""
+    out = gm.graph.output_node()
+    return any(isinstance(n, torch.fx.Node) and isinstance(n.meta.get("example_value", n.meta.get("val")), torch.Tensor)
+               or (isinstance(n, torch.fx.Node) and "example_value" not in n.meta and "val" not in n.meta)
+               for n in _leaves(out.args[0]))
 
 
 def _output_aliases_input(program, primals: list) -> bool:

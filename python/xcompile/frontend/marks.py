@@ -51,9 +51,12 @@ def rule_of(obj: Any) -> str | None:
 def _torch_compiled_optimizer_method(fn: types.FunctionType) -> bool:
     """An optimizer's ``_init_group`` that torch.compile wrapped (once it compiled a step of that
     class: torch._dynamo runs it eagerly at trace time, and puts a disabled wrapper on the class
-    for good). Not the user's mark: traced as the function it wraps."""
+    for good), or a ``torch.optim.<opt>._fused_<opt>`` that torch._dynamo disabled in every
+    optimizer module the first time torch.compile ran in the process ("don't trace into fused
+    optimizer"). Not the user's mark: traced as the function it wraps."""
     orig = fn.__dict__.get("_torchdynamo_orig_callable")
-    return isinstance(orig, types.FunctionType) and orig.__name__ == "_init_group" and \
+    return isinstance(orig, types.FunctionType) and \
+        (orig.__name__ == "_init_group" or orig.__name__.startswith("_fused_")) and \
         (orig.__module__ or "").startswith("torch.optim.")
 
 
