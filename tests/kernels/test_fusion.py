@@ -123,3 +123,24 @@ def test_stored_cat_follows_its_inputs_layout():
     compiled = compile_fn(fn, inputs)
     assert "(2, 12, 6, 6), (432, 1, 72, 12)" in compiled.wrapper_src, compiled.wrapper_src
     assert_close(compiled(*inputs), fn(*inputs), tol=dict(atol=1e-4, rtol=1e-4))
+
+
+def test_unrelated_nodes_stop_joining_a_kernel_past_the_stream_cap():
+    """Independent updates of many same-shape arrays (an optimizer's parameters) fuse
+    horizontally only up to MAX_HORIZONTAL_STREAMS arrays per kernel: one loop over 1,200 arrays
+    defeated the prefetchers. A chain that shares an array with the kernel still joins it."""
+    from xcompile.kernels.fusion import MAX_HORIZONTAL_STREAMS
+
+    n = 40
+
+    def fn(*ts):
+        return tuple(t * 2 + 1 for t in ts)
+
+    inputs = [torch.randn(64) for _ in range(n)]
+    compiled = compile_fn(fn, inputs)
+    assert 1 < len(compiled.kernels) < n, compiled.wrapper_src
+    for k in compiled.kernels:
+        assert len(k.params) <= MAX_HORIZONTAL_STREAMS + 2, k.source
+    inputs = [torch.randn(64) for _ in range(n)]
+    for got, want in zip(compiled(*inputs), fn(*inputs)):
+        torch.testing.assert_close(got, want)
