@@ -51,6 +51,18 @@ def _only_wrapper_breaks(explained) -> bool:
     return all("graph_break()" in str(b) for b in explained.break_reasons)
 
 
+def _step_both(m, m_ref, step, opt_ref, tol) -> None:
+    """One backward on fresh random input for both models, the eager step and the compiled one,
+    then every parameter compared."""
+    x = torch.randn(4, 6)
+    m_ref(x).square().sum().backward()
+    m(x).square().sum().backward()
+    opt_ref.step()
+    step()
+    for a, b in zip(m.parameters(), m_ref.parameters()):
+        torch.testing.assert_close(a, b, **tol)
+
+
 @pytest.mark.parametrize("kind,backend", CASES)
 def test_step_is_one_graph_and_agrees(kind, backend):
     torch.manual_seed(0)
@@ -62,16 +74,10 @@ def test_step_is_one_graph_and_agrees(kind, backend):
     tol = TOLERANCE.get(kind, dict(rtol=1e-6, atol=1e-7))
     counts = []
     for _ in range(4):
-        x = torch.randn(4, 6)
-        m_ref(x).square().sum().backward()
-        m(x).square().sum().backward()
-        opt_ref.step()
-        step()
+        _step_both(m, m_ref, step, opt_ref, tol)
         opt_ref.zero_grad()
         opt.zero_grad()
         counts.append(cnt.frame_count)
-        for a, b in zip(m.parameters(), m_ref.parameters()):
-            torch.testing.assert_close(a, b, **tol)
     assert counts[-1] == counts[-2] <= 2, f"recompiled after the state was made: {counts}"
     assert cnt.op_count > 0
     for p, p_ref in zip(m.parameters(), m_ref.parameters()):
@@ -172,12 +178,6 @@ def test_fused_step_captured_after_torch_compile_ran():
     opt_ref, opt = OPTIMIZERS["adamw-fused"](m_ref.parameters()), OPTIMIZERS["adamw-fused"](m.parameters())
     step = xcompile.compile(lambda: opt.step(), backend="eager")
     for _ in range(3):
-        x = torch.randn(4, 6)
-        m_ref(x).square().sum().backward()
-        m(x).square().sum().backward()
-        opt_ref.step()
-        step()
-        for a, b in zip(m.parameters(), m_ref.parameters()):
-            torch.testing.assert_close(a, b, **TOLERANCE["adamw-fused"])
+        _step_both(m, m_ref, step, opt_ref, TOLERANCE["adamw-fused"])
     explained = xcompile.explain(lambda: opt.step())()
     assert explained.graph_count == 1 and _only_wrapper_breaks(explained), str(explained)
