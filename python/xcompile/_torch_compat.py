@@ -21,6 +21,8 @@ What differs, by torch version:
   torch 2.11's make the inverse indices and the counts in the input's dtype (eager's are int64),
   so with ``config.capture_dynamic_output_shape_ops`` a compiled ``torch.unique(x,
   return_inverse=True)[1].dtype`` on a float ``x`` said float32. On 2.11 they are wrapped here.
+- ShapeEnv's map from a backed symbol to its value: ``backed_var_to_val`` on 2.11 to 2.14, where
+  the older ``var_to_val`` warns; read through ``shape_env_hints``.
 - ``torch.cond`` and ``torch.while_loop`` called outside dynamo compile a wrapper of their
   higher-order op with ``torch.compile``. Under make_fx (xcompile's AOT trace of a graph that
   holds one) 2.13 and 2.14 skip that frame and call the op; 2.11 traces it with dynamo inside
@@ -76,6 +78,14 @@ def is_fx_tracing() -> bool:
     if _get_is_fx_tracing is not None:
         return bool(_get_is_fx_tracing())
     return bool(_fx_symbolic_trace._is_fx_tracing_flag)
+
+
+# -- ShapeEnv: the values of backed symbols ----------------------------------------------------------
+def shape_env_hints(env: Any) -> dict:
+    """symbol -> the value it had when it was made (a backed symbol's hint): ShapeEnv's
+    ``backed_var_to_val`` (torch 2.11 to 2.14; ``var_to_val``, its older name, warns there)."""
+    hints = getattr(env, "backed_var_to_val", None)
+    return hints if hints is not None else env.var_to_val
 
 
 # -- fake tensors: aten.select.int's index range -------------------------------------------------------

@@ -38,6 +38,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 from torch.fx.graph import _PyTreeCodeGen, _PyTreeInfo
 
+from ._torch_compat import shape_env_hints
 from .api_shapes import mark_dynamic
 from .convert_frame import _user_hooks_deferred
 from .frontend import graph_break
@@ -459,8 +460,7 @@ def _check_constraints(captured: CapturedGraph) -> None:
             lo, hi = ranges.get(d, (None, None))
             values = [v for v in [*range(2, 66), 127, 128, 1000, 1001, 4096, 4099]
                       if (lo is None or v >= lo) and (hi is None or v <= hi)]
-            hints = getattr(env, "backed_var_to_val", None)
-            others = {k: v for k, v in (env.var_to_val if hints is None else hints).items() if k != sym}
+            others = {k: v for k, v in shape_env_hints(env).items() if k != sym}
             for guard in env.guards:
                 expr = guard.expr
                 if sym not in expr.free_symbols:

@@ -72,6 +72,9 @@ automatic_dynamic_shapes: bool = True
 assume_static_by_default: bool = True
 # Python int arguments are specialized (EQUALS_MATCH) instead of becoming symbolic inputs.
 specialize_int: bool = False
+# Python float arguments and floats read from outside (an optimizer's ``lr``) are specialized
+# (EQUALS_MATCH) instead of becoming symbolic inputs once they change (torch's specialize_float).
+specialize_float: bool = False
 # Frontend errors that are not Unsupported: re-raise (True) or fall back to eager with a warning.
 suppress_errors: bool = _env_bool("XCOMPILE_SUPPRESS_ERRORS", False)
 # Check every FX graph (gm.graph.lint()) and guard tree after building it.

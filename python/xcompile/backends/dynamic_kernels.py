@@ -61,7 +61,8 @@ class _Setup:
         self.env = shape_env_of(metas)
         self.fake_mode = detect_fake_mode([m for m in metas if isinstance(m, torch.Tensor)])
         self.inputs = list(example_inputs)
-        self.fakes = [m if isinstance(m, (torch.Tensor, torch.SymInt)) else a for m, a in zip(metas, self.inputs)]
+        self.fakes = [m if isinstance(m, (torch.Tensor, torch.SymInt, torch.SymFloat)) else a
+                      for m, a in zip(metas, self.inputs)]
         self.program: Any = None
         self.why: str | None = None
         if self.env is None or self.fake_mode is None:

@@ -16,6 +16,8 @@ inputs and put back around the backend's result.
 """
 from __future__ import annotations
 
+import math
+import operator
 from typing import Any, Callable, cast
 
 import sympy
@@ -40,9 +42,9 @@ def _backed(v: Any) -> bool:
 
 def symbolic_inputs(gm: torch.fx.GraphModule) -> list[int]:
     """Positions of the placeholders with symbolic sizes (not captured scalars), and of the int
-    inputs (symbolic, or fixed by the trace after it made them inputs)."""
+    and float inputs (symbolic, or fixed by the trace after it made them inputs)."""
     return [i for i, n in enumerate(_placeholders(gm))
-            if isinstance(n.meta.get("example_value"), torch.SymInt)
+            if isinstance(n.meta.get("example_value"), (torch.SymInt, torch.SymFloat))
             or (isinstance(n.meta.get("example_value"), torch.Tensor) and _backed(n.meta["example_value"]))]
 
 
@@ -58,7 +60,8 @@ class PerSize:
         self.name = name
         fakes = [n.meta["example_value"] for n in _placeholders(gm)]
         self.tensors = [i for i in positions if isinstance(fakes[i], torch.Tensor)]
-        self.ints = [i for i in positions if isinstance(fakes[i], torch.SymInt)]
+        # symbolic ints and floats: constants in each compiled copy
+        self.ints = [i for i in positions if isinstance(fakes[i], (torch.SymInt, torch.SymFloat))]
         self.fakes = fakes
         self.compiled: dict[tuple, Callable] = {}
         dumping = dump.current()          # the debug dump: sizes compiled at later calls join the frame's folder
@@ -68,13 +71,13 @@ class PerSize:
 
     def key(self, args) -> tuple:
         return (tuple((tuple(args[i].shape), args[i].stride()) for i in self.tensors),
-                tuple(args[i] for i in self.ints))
+                tuple(_number_key(args[i]) for i in self.ints))
 
     def _compile(self, key: tuple, args: list) -> Callable:
         gm = torch.fx.GraphModule(self.gm, self.gm.graph.__deepcopy__())   # same parameters
         values = self._bindings(args)
         placeholders = _placeholders(gm)
-        for i in self.ints:                             # symbolic ints: constants in this copy
+        for i in self.ints:                             # symbolic ints, floats: constants in this copy
             p = placeholders[i]
             for user in list(p.users):
                 user.args = _replaced(user.args, p, args[i])
@@ -82,7 +85,7 @@ class PerSize:
             gm.graph.erase_node(p)
         out = gm.graph.output_node()
         outs = list(cast(tuple, out.args[0]))
-        sizes = {i: self._value(o.meta["example_value"], values) for i, o in enumerate(outs)
+        sizes = {i: self._value(o, values, args) for i, o in enumerate(outs)
                  if isinstance(o, torch.fx.Node) and isinstance(o.meta.get("example_value"), _SYM)}
         sizes.update({i: o for i, o in enumerate(outs) if not isinstance(o, torch.fx.Node)})
         out.args = (tuple(o for i, o in enumerate(outs) if i not in sizes),)
@@ -104,7 +107,7 @@ class PerSize:
         values: dict = {}
 
         def bind(f, r) -> None:
-            if isinstance(f, torch.SymInt):
+            if isinstance(f, (torch.SymInt, torch.SymFloat)):
                 for e in (f.node._expr, f.node.expr):
                     if isinstance(e, sympy.Symbol):
                         values.setdefault(e, r)
@@ -118,13 +121,19 @@ class PerSize:
             bind(self.fakes[i], args[i])
         return values
 
-    @staticmethod
-    def _value(sym, values: dict):
-        """The number a symbolic output stands for. Read from the expression the trace made: a
+    def _value(self, out: torch.fx.Node, values: dict, args: list):
+        """The number a symbolic output stands for. A float is computed as the traced code did
+        (Python arithmetic on the inputs, in the graph's order: sympy's evaluation may group
+        and round otherwise). Sizes are read from the expression the trace made: a
         backend's attempt at one graph for all sizes may have taught the ShapeEnv a value for a
         size after the frame's guards were made (it then gave up, and the graph is compiled per
         size), which the replaced expression would return for every size (random program 300639:
         a size returned was the first size compiled's)."""
+        sym = out.meta["example_value"]
+        if isinstance(sym, torch.SymFloat):
+            ok, v = _python_value(out, {p: a for p, a in zip(_placeholders(self.gm), args)})
+            if ok:
+                return float(v)
         for e in (sym.node._expr, sym.node.expr):
             r = sympy.sympify(e.xreplace(values))
             if r.is_number:
@@ -137,6 +146,37 @@ class PerSize:
         if fn is None:
             fn = self._compile(key, list(args))
         return fn(*args)
+
+
+def _number_key(v: Any) -> Any:
+    """A per-size key for an int or float argument: a float by its bits (0.0 and -0.0 are equal
+    numbers that give different results; nan is not equal to itself)."""
+    return ("f", v.hex()) if isinstance(v, float) else v
+
+
+_SCALAR_FUNCS = (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+                 operator.pow, operator.neg, operator.pos, operator.abs, math.sqrt, math.exp, math.log,
+                 math.cos, math.sin, math.floor, math.ceil, math.trunc, torch.sym_float, torch.sym_int,
+                 torch.sym_max, torch.sym_min, float, int, abs, max, min)
+
+
+def _python_value(node: Any, bound: dict) -> tuple[bool, Any]:
+    """(True, value) when ``node`` is Python arithmetic on the graph's number inputs, computed as
+    the traced code computed it; (False, None) otherwise (a size read from a tensor)."""
+    if not isinstance(node, torch.fx.Node):
+        return True, node
+    if node.op == "placeholder":
+        v = bound.get(node)
+        return (True, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else (False, None)
+    if node.op != "call_function" or node.target not in _SCALAR_FUNCS or node.kwargs:
+        return False, None
+    vals = []
+    for a in node.args:
+        ok, v = _python_value(a, bound)
+        if not ok:
+            return False, None
+        vals.append(v)
+    return True, node.target(*vals)
 
 
 def _fixed_number(v: Any) -> tuple[bool, Any]:

@@ -226,6 +226,18 @@ class GraphBuilder:
         self.shapes.note_int(source, sym)
         return scalars.SymScalarValue(node, sym, source=source, covered=True)
 
+    def sym_float_input(self, value: float, source: Source) -> Value:
+        """A float from outside as a graph input with a symbolic value (automatic dynamic)."""
+        env = self._shape_env()
+        expr = env.create_unspecified_symbol(value, ShapeSource(source), dynamic_dim=DimDynamic.DYNAMIC)
+        sym = env.create_symfloatnode(expr, hint=value, source=ShapeSource(source))
+        if not isinstance(sym, torch.SymFloat):
+            return ConstantValue(value, source=source, covered=True)
+        node = self._input_node(source, sym, value)
+        assert self.shapes is not None
+        self.shapes.note_float(source, sym)
+        return scalars.SymScalarValue(node, sym, source=source, covered=True)
+
     def get_attr(self, t: torch.Tensor, source: Source) -> TensorValue:
         known = self.by_id.get(id(t))
         if known is not None:

@@ -23,6 +23,7 @@ guard (the graph computes them on every call).
 from __future__ import annotations
 
 import functools
+import math
 import traceback
 import types
 import weakref
@@ -44,6 +45,7 @@ from torch.utils._sympy.numbers import int_oo
 from torch.utils._sympy.value_ranges import ValueRanges
 
 from .. import config, log, shape_state
+from .._torch_compat import shape_env_hints
 from ..guards import spec
 from ..guards.shape_expr import EQ, READ, UnsupportedShapeExpr, compile_relation, text
 from ..guards.sources import Source
@@ -123,11 +125,13 @@ class ShapePolicy:
         self._decided_ints: dict[str, bool] = {}
         self.inputs: list[tuple[Source, _Geometry]] = []           # symbolic inputs: (source, fake's geometry)
         self.ints: list[tuple[Source, torch.SymInt]] = []          # symbolic int arguments
+        self.floats: list[tuple[Source, torch.SymFloat]] = []      # symbolic floats from outside
         self.marked: list[tuple[Source, int]] = []                 # mark_dynamic dims: (source, dim)
 
     def start_trace(self) -> None:
         self.inputs.clear()
         self.ints.clear()
+        self.floats.clear()
         self.marked.clear()
 
     def context(self, t: torch.Tensor, source: Source) -> StatelessSymbolicContext | None:
@@ -206,6 +210,27 @@ class ShapePolicy:
     def note_int(self, source: Source, sym: torch.SymInt) -> None:
         self.ints.append((source, sym))
 
+    def float_is_symbolic(self, value: float, source: Source) -> bool:
+        """A float from outside: symbolic once it took two values (automatic dynamic), or under
+        dynamic=True; never when ``config.specialize_float``, and never nan or inf (a relation
+        on them cannot be guarded)."""
+        name = source.name()
+        if name in self._decided_ints:
+            return self._decided_ints[name]
+        before = shape_state.seen(self.code, name)
+        if self.dynamic is False or config.specialize_float or not math.isfinite(value):
+            symbolic = False
+        elif self.dynamic is True or (self.dynamic is None and not config.assume_static_by_default):
+            symbolic = True
+        else:
+            symbolic = bool(config.automatic_dynamic_shapes and before is not None and before != (value,))
+        shape_state.record(self.code, name, (None,) if symbolic else (value,))
+        self._decided_ints[name] = symbolic
+        return symbolic
+
+    def note_float(self, source: Source, sym: torch.SymFloat) -> None:
+        self.floats.append((source, sym))
+
 
 def make_shape_env(where: Callable[[], traceback.FrameSummary | None]) -> TracingShapeEnv:
     """``where`` (a bound method: the GraphBuilder's) is held weakly: the graph's fakes hold
@@ -266,9 +291,24 @@ def _check_marks(env: TracingShapeEnv, policy: ShapePolicy) -> None:
             f"maybe_mark_dynamic, or change the code so that it does not need the concrete size.")
 
 
+def _float_guards(env: ShapeEnv, policy: ShapePolicy, guard_set: spec.GuardSet) -> set[sympy.Symbol]:
+    """The symbols of the symbolic floats. A float the trace specialized, or whose value a guard
+    relates to anything, is guarded by value (EQUALS_MATCH): the C++ relations read integers only,
+    and a value guard holds every assumption the trace made about it."""
+    symbols: set[sympy.Symbol] = set()
+    branched = set().union(*(env.simplify(g.expr).free_symbols for g in env.guards)) if policy.floats else set()
+    for source, sym in policy.floats:
+        expr = sym.node.expr
+        e = env.simplify(expr)
+        symbols |= {expr} if isinstance(expr, sympy.Symbol) else set()
+        if e.is_number or (isinstance(expr, sympy.Symbol) and expr in branched):
+            guard_set.add(source, spec.EQUALS_MATCH, float(sym.node.hint))
+    return symbols
+
+
 def produce_guards(env: ShapeEnv | None, policy: ShapePolicy, guard_set: spec.GuardSet) -> None:
     """What the trace assumed about symbolic sizes, as guard specs in ``guard_set``."""
-    if env is None or not (policy.inputs or policy.ints):
+    if env is None or not (policy.inputs or policy.ints or policy.floats):
         return
     if isinstance(env, TracingShapeEnv):
         _check_marks(env, policy)
@@ -285,6 +325,7 @@ def produce_guards(env: ShapeEnv | None, policy: ShapePolicy, guard_set: spec.Gu
             pending.append((read, e))
         return None
 
+    floats = _float_guards(env, policy, guard_set)
     for source, sym in policy.ints:                       # int arguments first: ``n`` names s0
         value = visit((source, spec.INT_VALUE, 0), sym)
         if value is not None:                                 # specialized by the trace
@@ -339,6 +380,12 @@ def produce_guards(env: ShapeEnv | None, policy: ShapePolicy, guard_set: spec.Gu
     for g in env.guards:                                      # what the trace branched on
         e = env.simplify(g.expr)
         if e is sympy.true or e == sympy.true:
+            continue
+        if e.free_symbols & floats:       # a float's value was branched on: the float is
+            hints = shape_env_hints(env)
+            for sym in e.free_symbols - floats:      # specialized; the sizes beside it are pinned
+                if sym in bound:
+                    check(sympy.Eq(sym, int(hints[sym])))
             continue
         if free_unbacked_symbols(e):      # sizes made inside the graph (item(), nonzero()): no
             log.log("dynamic", "guard %s on an unbacked size left to the graph", e)   # input to read

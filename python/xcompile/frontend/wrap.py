@@ -93,6 +93,16 @@ def _int(tx: "Tracer", obj: int, source, covered) -> Value:
     return _constant(tx, obj, source, covered)
 
 
+def _float(tx: "Tracer", obj: float, source, covered) -> Value:
+    """A float from outside the frame (an argument, an optimizer's ``lr``): a symbolic graph
+    input once it took two values at this source (frontend/shapes.py), else a constant guarded by
+    value. Guards on its value specialize it again (shapes.produce_guards)."""
+    if _needs_guard(source, covered) and tx.shapes.float_is_symbolic(obj, source):
+        tx.guards.object_type(source, obj)
+        return tx.gb.sym_float_input(obj, source)
+    return _constant(tx, obj, source, covered)
+
+
 def _constant(tx, obj, source, covered) -> Value:
     if _needs_guard(source, covered):
         tx.guards.constant(source, obj)
@@ -263,6 +273,7 @@ _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
     (lambda o: isinstance(o, torch.Tensor), _tensor),
     (lambda o: isinstance(o, torch.nn.Module), _module),
     (lambda o: type(o) is int, _int),
+    (lambda o: type(o) is float, _float),
     (is_constant, _constant),
     (lambda o: type(o) is list, _list),
     (lambda o: isinstance(o, tuple) and _tuple_like(type(o)), _tuple),

@@ -20,6 +20,7 @@ from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 
+from .._torch_compat import shape_env_hints
 from .index import FloorDiv, ModIndex
 from .ir import Buffer, ExternNode, KernelGraph, Layout, LoopNode, TensorRef, contiguous_strides, same_strides
 from .sizes import SymbolicUnsupported, is_symbolic, lt, sym, vshape, vstride
@@ -218,7 +219,7 @@ class GraphLowering:
         if isinstance(v, (list, tuple)):
             return type(v)(self._symints(x) for x in v)
         if isinstance(v, sympy.Expr) and not v.is_Integer:
-            hint = v.xreplace(getattr(self.shape_env, "backed_var_to_val", None) or self.shape_env.var_to_val)
+            hint = v.xreplace(shape_env_hints(self.shape_env))
             return self.shape_env.create_symintnode(v, hint=int(hint) if hint.is_Integer else None)
         return v
 
@@ -300,6 +301,9 @@ class GraphLowering:
                     if isinstance(meta, torch.SymInt):
                         v = sym(meta)                 # a symbolic int input: its symbol
                         self.sym_inputs[len(inputs)] = v
+                    elif isinstance(meta, (torch.SymFloat, torch.SymBool)):
+                        # (its example value is one call's: kernels would keep that value)
+                        raise SymbolicUnsupported(f"a symbolic {type(meta).__name__} input ({meta})")
                     inputs.append(None)
                     self.env[node] = v
             elif node.op == "get_attr":

@@ -20,6 +20,7 @@ import sympy
 import torch
 from torch.utils._sympy.functions import FloorDiv as TorchFloorDiv
 
+from .._torch_compat import shape_env_hints
 from .index import FloorDiv, ModIndex, index_printer
 
 _LOWER: dict[sympy.Symbol, int | None] = {}   # size symbol -> its least value (ShapeEnv), None: unbounded
@@ -213,7 +214,7 @@ def hint(e: Any) -> int:
     if not is_symbolic(e):
         return int(e)
     env = _ENV.get()
-    values = (getattr(env, "backed_var_to_val", None) or getattr(env, "var_to_val", None) or {}) if env else {}
+    values = shape_env_hints(env) if env else {}
     v = sympy.sympify(e).xreplace(values)
     try:
         return max(int(v), 1) if v.is_number else 1024
@@ -243,8 +244,11 @@ def broadcast_sizes(*shapes) -> tuple:
 
 
 def shape_env_of(values: list) -> Any:
-    """The ShapeEnv of the first symbolic size among fake tensors and SymInts (None: all static)."""
+    """The ShapeEnv of the first symbolic size among fake tensors, SymInts and SymFloats (None:
+    all static)."""
     for v in values:
+        if isinstance(v, torch.SymFloat):
+            return v.node.shape_env
         sizes = [v] if isinstance(v, torch.SymInt) else \
             [*v.shape, *v.stride(), v.storage_offset()] if isinstance(v, torch.Tensor) else []
         for s in sizes:
