@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import xcompile
+from xcompile.backends.per_size import MAX_FLOAT_COPIES, PerSize
 from xcompile.testing import CompileCounterWithBackend
 
 BACKENDS = ["eager", "aot_eager", "inductor"]
@@ -120,6 +121,9 @@ def _adamw_with_scheduler(backend, steps=8):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_lr_scheduler_does_not_recompile_every_step(backend):
+    before = PerSize.backend_compiles
     counts = _adamw_with_scheduler(backend)
     # the first step makes the state; the lr changes after it (symbolic from the next compile)
     assert counts[-1] == counts[2] <= 3, counts
+    # and no backend compile per value: a per-value copy of the graph for at most MAX_FLOAT_COPIES
+    assert PerSize.backend_compiles - before <= MAX_FLOAT_COPIES

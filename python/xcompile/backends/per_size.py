@@ -63,11 +63,15 @@ class PerSize:
         # symbolic ints and floats: constants in each compiled copy
         self.ints = [i for i in positions if isinstance(fakes[i], (torch.SymInt, torch.SymFloat))]
         self.fakes = fakes
+        self.floats = [i for i in positions if isinstance(fakes[i], torch.SymFloat)]
         self.compiled: dict[tuple, Callable] = {}
+        self.float_values: set[tuple] = set()
         dumping = dump.current()          # the debug dump: sizes compiled at later calls join the frame's folder
         if dumping is not None:
             self.compile_static = dumping.within(dumping.label, compile_static)
-        self._compile(self.key(example_inputs), list(example_inputs))
+        key = self.key(example_inputs)
+        self._as_is(key)                  # (counts the first call's float values)
+        self._compile(key, list(example_inputs))
 
     def key(self, args) -> tuple:
         return (tuple((tuple(args[i].shape), args[i].stride()) for i in self.tensors),
@@ -144,8 +148,28 @@ class PerSize:
         key = self.key(args)
         fn = self.compiled.get(key)
         if fn is None:
-            fn = self._compile(key, list(args))
+            fn = self._as_is(key) or self._compile(key, list(args))
         return fn(*args)
+
+    def _as_is(self, key: tuple) -> Callable | None:
+        """The graph as it is (right for every value) for a float seen in no compiled copy once
+        ``MAX_FLOAT_COPIES`` values have copies: a float that changes every call (an LR
+        scheduler's) would otherwise compile a copy per call, forever."""
+        if not self.floats:
+            return None
+        values = tuple(_number_key(v) for i, v in zip(self.ints, key[1]) if i in self.floats)
+        if values in self.float_values or len(self.float_values) < MAX_FLOAT_COPIES:
+            self.float_values.add(values)
+            return None
+        if len(self.float_values) == MAX_FLOAT_COPIES:
+            self.float_values.add(("as is",))
+            log.log("fallbacks", "%s: a float input took more than %d values: the graph runs as it is for "
+                    "new values (kernels keep floats as constants)", self.name, MAX_FLOAT_COPIES)
+        return self.gm.forward
+
+
+# copies compiled for distinct values of the float inputs before new values run the graph as is
+MAX_FLOAT_COPIES = 2
 
 
 def _number_key(v: Any) -> Any:
