@@ -21,7 +21,9 @@ def _same(a, b) -> None:
     if isinstance(b, torch.Tensor):
         assert a.dtype == b.dtype and a.shape == b.shape
         torch.testing.assert_close(a, b, equal_nan=True, rtol=1e-6, atol=1e-7)
-        assert torch.equal(torch.signbit(a), torch.signbit(b)) or a.is_floating_point() is False
+        if a.is_floating_point():      # (the sign of a zero; a nan's sign means nothing)
+            keep = ~b.isnan()
+            assert torch.equal(torch.signbit(a[keep]), torch.signbit(b[keep]))
     else:
         assert type(a) is type(b) and (a == b or (math.isnan(a) and math.isnan(b))), (a, b)
 
@@ -82,6 +84,15 @@ def test_signed_zero_and_nan(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_guard_from_a_torch_kernel_specializes_it(backend):
+    # torch.sub's own kernel asks ``alpha != 1``: the guard programs read integers only, so the
+    # float is guarded by value (a recompile per value, as before floats became symbolic)
+    def f(x, y, lr):
+        return torch.sub(x, y, alpha=lr),
+    _run(f, backend, [(torch.randn(3), torch.randn(3), lr) for lr in (0.3, 0.7, 1.0, 1.3)])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_with_a_symbolic_int_beside_it(backend):
     def f(x, n, lr):
         if n * lr > 1:
@@ -125,5 +136,51 @@ def test_an_lr_scheduler_does_not_recompile_every_step(backend):
     counts = _adamw_with_scheduler(backend)
     # the first step makes the state; the lr changes after it (symbolic from the next compile)
     assert counts[-1] == counts[2] <= 3, counts
-    # and no backend compile per value: a per-value copy of the graph for at most MAX_FLOAT_COPIES
-    assert PerSize.backend_compiles - before <= MAX_FLOAT_COPIES
+    # and no backend compile per value: inductor's kernels take the lr as an argument
+    assert PerSize.backend_compiles - before == 0
+
+
+def test_past_max_float_copies_new_values_run_the_graph_as_it_is():
+    # full(..., dtype=float16) keeps its float a constant (kernels.sizes.FloatArg refuses it)
+    def f(x, lr):
+        return torch.full((3,), lr, dtype=torch.float16) + x,
+    before = PerSize.backend_compiles
+    _run(f, "inductor", [(torch.randn(3, dtype=torch.float16), lr) for lr in (0.1, 0.2, 0.3, 0.4, 0.5, 0.6)])
+    assert PerSize.backend_compiles - before == MAX_FLOAT_COPIES
+
+
+# ops whose kernels take the float as a double argument: one compile for every value
+KERNEL_OPS = {
+    "mul_f32": lambda x, xi, xh, xd, m, lr: x * lr,
+    "pow": lambda x, xi, xh, xd, m, lr: x.abs().pow(lr),
+    "clamp_min": lambda x, xi, xh, xd, m, lr: torch.clamp(x, min=lr),
+    "lerp": lambda x, xi, xh, xd, m, lr: x.lerp(xd.float(), lr),
+    "addcdiv": lambda x, xi, xh, xd, m, lr: torch.addcdiv(x, x, x.abs() + 1, value=lr),
+    "leaky_relu": lambda x, xi, xh, xd, m, lr: torch.nn.functional.leaky_relu(x, lr),
+    "where": lambda x, xi, xh, xd, m, lr: torch.where(x > 0, x, lr),
+    "masked_fill": lambda x, xi, xh, xd, m, lr: x.masked_fill(m, lr),
+    "floor_div": lambda x, xi, xh, xd, m, lr: x.div(lr, rounding_mode="floor"),
+    "remainder": lambda x, xi, xh, xd, m, lr: torch.remainder(x, lr),
+    "int_times_float": lambda x, xi, xh, xd, m, lr: xi * lr,
+    "int_compare": lambda x, xi, xh, xd, m, lr: xi > lr,
+    "half": lambda x, xi, xh, xd, m, lr: xh * lr,
+    "double": lambda x, xi, xh, xd, m, lr: xd * lr * lr,
+    "double_alpha": lambda x, xi, xh, xd, m, lr: xd.add(xd, alpha=lr),
+    "full_double": lambda x, xi, xh, xd, m, lr: torch.full((3,), lr, dtype=torch.float64),
+    "arithmetic": lambda x, xi, xh, xd, m, lr: x * (lr * 3 - 1) / lr,
+    "reciprocal": lambda x, xi, xh, xd, m, lr: lr / x,
+    "sum": lambda x, xi, xh, xd, m, lr: (x * lr).sum(),
+    "bool": lambda x, xi, xh, xd, m, lr: m * lr,
+}
+
+
+@pytest.mark.parametrize("name", list(KERNEL_OPS))
+def test_inductor_kernels_take_the_float(name):
+    f = KERNEL_OPS[name]
+    calls = []
+    for lr in (0.3, 0.7, 1.3, -0.45, 2.5, 0.0, -0.0, float("nan")):
+        x = torch.randn(7)
+        calls.append((x, torch.arange(-3, 4), x.half(), x.double(), x > 0.5, lr))
+    before = PerSize.backend_compiles
+    assert _run(lambda *a: (f(*a),), "inductor", calls) == 2
+    assert PerSize.backend_compiles - before == 0

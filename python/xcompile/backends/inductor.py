@@ -32,8 +32,10 @@ from ..aot.schema import OutputKind, analyze
 from ..aot.schema import writes_in_place as _writes_in_place
 from ..debug.minifier import repro_compiler
 from ..kernels import cudagraphs
-from ..kernels.compile import compile_aten_graph
+from ..kernels.compile import compile_aten_graph, compile_symbolic_graph
 from ..kernels.decompose import DECOMPOSITIONS, trace_aten
+from ..kernels.sizes import SymbolicUnsupported
+from ..shape_state import shape_facts
 from .dynamic_kernels import compile_dynamic
 from .eager import scalar_graph, unstrided_graph
 from .per_size import PerSize, number_outputs, symbolic_inputs
@@ -70,7 +72,8 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     dynamic = symbolic_inputs(gm)
     if dynamic:        # symbolic sizes: kernels taking the sizes, else one static compile per size
         _no_replay("dynamic shapes (the sizes are symbolic)")
-        return compile_dynamic(gm, example_inputs) or PerSize(inductor, gm, example_inputs, dynamic, "inductor")
+        return compile_dynamic(gm, example_inputs) or _with_float_inputs(gm, example_inputs, dynamic) or \
+            PerSize(inductor, gm, example_inputs, dynamic, "inductor")
     runner = number_outputs(inductor, gm, example_inputs, "inductor")
     if runner is not None:             # sizes returned as numbers: compiled without them
         return runner
@@ -118,6 +121,50 @@ def inductor(gm: torch.fx.GraphModule, example_inputs: list):
     if written and len(primals) > 1:
         return WrittenInputsChecked(compiled, gm.forward, tuple(program.state), written)
     return compiled
+
+
+def _with_float_inputs(gm: torch.fx.GraphModule, example_inputs: list, positions: list[int]):
+    """Static sizes and symbolic floats (an optimizer step under an LR scheduler): one compile
+    whose kernels take the floats as arguments, or None (a copy per value: ``PerSize``). Only
+    the plain inference path: the ATen trace runs on the frontend's SymFloats, and whatever it
+    or the lowering would learn about their values (a guard) gives up, as does a use of a float
+    the generator does not take (``kernels.sizes.FloatArg``)."""
+    metas = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+    if not config.dynamic_kernels or cudagraphs.enabled() or makes_fresh_sizes(gm) or \
+            not all(isinstance(metas[i], torch.SymFloat) for i in positions):
+        return None
+    env = metas[positions[0]].node.shape_env
+    before = shape_facts(env)
+    try:
+        program = lift(gm)
+        inputs = list(example_inputs)
+        primals = inputs + list(program.state)
+        if _needs_grad(primals) or (any_shared(primals) and _writes_in_place(gm)):
+            return _float_give_up("training, or inputs that share memory")
+        traced = [metas[i] if i in positions else p for i, p in enumerate(primals)]
+        with torch.no_grad():
+            aten_gm = trace_aten(program, traced)
+        written = _written_inputs(aten_gm)
+        if written is None or (written and _returns_tensors(gm) and _output_aliases_input(program, primals)) \
+                or _returns_detached_input(aten_gm, primals):
+            return _float_give_up("outputs alias inputs, or inputs are restrided")
+        n = len(inputs)
+        compiled = compile_symbolic_graph(aten_gm, primals, bound={n + i: t for i, t in enumerate(program.state)})
+    except Exception as e:
+        if config.kernel_raise_errors and not isinstance(e, (SymbolicUnsupported, TypeError)):
+            raise
+        return _float_give_up(f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}")
+    if shape_facts(env) != before:
+        return _float_give_up("the trace needs a fact about a float's value (a guard)")
+    log.log("dynamic", "one compile serves every value of the float inputs")
+    if written and len(primals) > 1:
+        return WrittenInputsChecked(compiled, gm.forward, tuple(program.state), written)
+    return compiled
+
+
+def _float_give_up(why: str) -> None:
+    log.log("dynamic", "kernels per float value instead of kernels taking the floats: %s", why)
+    return None
 
 
 def _traced_inputs(gm: torch.fx.GraphModule, primals: list) -> list:

@@ -16,8 +16,6 @@ inputs and put back around the backend's result.
 """
 from __future__ import annotations
 
-import math
-import operator
 from typing import Any, Callable, cast
 
 import sympy
@@ -27,6 +25,7 @@ from torch.fx.experimental.symbolic_shapes import free_symbols, free_unbacked_sy
 
 from .. import log
 from ..debug import dump
+from ..kernels.sizes import SCALAR_FUNCS
 
 _SYM = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PY = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
@@ -178,12 +177,6 @@ def _number_key(v: Any) -> Any:
     return ("f", v.hex()) if isinstance(v, float) else v
 
 
-_SCALAR_FUNCS = (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
-                 operator.pow, operator.neg, operator.pos, operator.abs, math.sqrt, math.exp, math.log,
-                 math.cos, math.sin, math.floor, math.ceil, math.trunc, torch.sym_float, torch.sym_int,
-                 torch.sym_max, torch.sym_min, float, int, abs, max, min)
-
-
 def _python_value(node: Any, bound: dict) -> tuple[bool, Any]:
     """(True, value) when ``node`` is Python arithmetic on the graph's number inputs, computed as
     the traced code computed it; (False, None) otherwise (a size read from a tensor)."""
@@ -192,7 +185,7 @@ def _python_value(node: Any, bound: dict) -> tuple[bool, Any]:
     if node.op == "placeholder":
         v = bound.get(node)
         return (True, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else (False, None)
-    if node.op != "call_function" or node.target not in _SCALAR_FUNCS or node.kwargs:
+    if node.op != "call_function" or node.target not in SCALAR_FUNCS or node.kwargs:
         return False, None
     vals = []
     for a in node.args:

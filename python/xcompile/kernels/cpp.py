@@ -25,7 +25,7 @@ from .cpp_prelude import SCALAR_ONLY, have_libmvec, prelude
 from .fusion import Group
 from .index import FloorDiv, ModIndex, simplify_index
 from .loops import LoopNest, accesses, node_indices, plan_loops
-from .sizes import is_symbolic, known
+from .sizes import FLOAT_NAME, is_symbolic, known
 
 _SCALAR_CALL = re.compile(r"\bxc_(" + "|".join(SCALAR_ONLY) + r")\(")
 
@@ -213,7 +213,7 @@ class CppKernelWriter:
             if self.par_work is not None:
                 used |= set(IDENT.findall(self.serial_if()))
             self.size_params = sorted(used & self.size_names)
-            args += [f"const int64_t {s}" for s in self.size_params]
+            args += [f"const {'double' if FLOAT_NAME.fullmatch(s) else 'int64_t'} {s}" for s in self.size_params]
             names += self.size_params
         n = len(self.checks)
         if n:
@@ -256,7 +256,7 @@ class CppKernelWriter:
                 f"        if (xc_b < xc_e) kernel_part(xc_b, xc_e{', ' if call_args else ''}{call_args});"] + \
                 (["        #pragma omp critical", "        {"] + ["            " + ln for ln in merge] + ["        }"]
                  if n else []) + ["    }", "}"]
-        packed = _packed_entry(ptypes, len(self.size_params), returns=bool(n))
+        packed = _packed_entry(ptypes, self.size_params, returns=bool(n))
         if not n:
             sig = f'extern "C" void kernel({", ".join(args)})'
             return "\n".join(pre + [sig, "{"] + ["    " + ln for ln in body] + ["}", packed])
@@ -534,10 +534,13 @@ class CppKernelWriter:
                 f"for (int l = 0; l < {LANES}; l++) {n} = " + COMBINE[a.rtype].format(a=n, v=f"{n}_v[l]") + ";"]
 
 
-def _packed_entry(ptypes: list[str], nsizes: int, returns: bool) -> str:
+def _packed_entry(ptypes: list[str], sizes: list[str], returns: bool) -> str:
     """``kernel_packed(ptrs, sizes)``: the kernel called with its pointers and sizes from two
-    arrays, the entry ``_C.KernelLauncher`` calls (it reads the tensors' data pointers in C)."""
-    args = [f"({t})xc_p[{i}]" for i, t in enumerate(ptypes)] + [f"xc_s[{i}]" for i in range(nsizes)]
+    arrays, the entry ``_C.KernelLauncher`` calls (it reads the tensors' data pointers in C). A
+    float argument comes as the int64 of its bits (the wrapper's ``xf0_bits``)."""
+    args = [f"({t})xc_p[{i}]" for i, t in enumerate(ptypes)] + \
+        [f"__builtin_bit_cast(double, xc_s[{i}])" if FLOAT_NAME.fullmatch(s) else f"xc_s[{i}]"
+         for i, s in enumerate(sizes)]
     call = f"kernel({', '.join(args)})"
     body = f"return {call};" if returns else f"{call}; return 0;"
     return f'extern "C" int64_t kernel_packed(void* const* xc_p, const int64_t* xc_s) {{ {body} }}'

@@ -15,6 +15,7 @@ import torch
 
 from .index import index_printer, simplify_index
 from .ir import Ops
+from .sizes import FloatArg, SymbolicUnsupported
 
 if TYPE_CHECKING:
     from .cpp import CppKernelWriter
@@ -41,6 +42,12 @@ cexpr = index_printer("/", "xc_imin", "xc_imax")
 
 
 def cconst(value, dtype: torch.dtype) -> str:
+    if isinstance(value, FloatArg):          # a symbolic float (a double argument), as a literal converts
+        if dtype == torch.float64:
+            return f"({value.name})"
+        if dtype == torch.float32:
+            return f"((float)({value.name}))"
+        raise SymbolicUnsupported(f"a symbolic float ({value.name}) as a {dtype} constant")
     if isinstance(value, sympy.Basic) and not value.is_Number:     # a symbolic size used as a value
         ct = "bool" if dtype == torch.bool else value_ctype(dtype)
         return f"(({ct})({cexpr(value)}))"

@@ -23,7 +23,7 @@ from torch.utils import _pytree as pytree
 from .._torch_compat import shape_env_hints
 from .index import FloorDiv, ModIndex
 from .ir import Buffer, ExternNode, KernelGraph, Layout, LoopNode, TensorRef, contiguous_strides, same_strides
-from .sizes import SymbolicUnsupported, is_symbolic, lt, sym, vshape, vstride
+from .sizes import SCALAR_FUNCS, FloatArg, SymbolicUnsupported, is_symbolic, lt, sym, vshape, vstride
 
 aten = torch.ops.aten
 
@@ -49,6 +49,12 @@ class TV:
     @property
     def numel(self) -> int:
         return math.prod(self.size)
+
+
+def _float_args(node: torch.fx.Node, args, kwargs) -> bool:
+    """Whether ``node`` is Python arithmetic on symbolic floats (``1 - lr * wd``) and numbers."""
+    return (node.target in SCALAR_FUNCS and not kwargs and any(isinstance(a, FloatArg) for a in args)
+            and all(isinstance(a, (FloatArg, int, float)) for a in args))
 
 
 def _is_dense(layout: Layout) -> bool:
@@ -88,6 +94,8 @@ class GraphLowering:
         self.eager_layouts: dict[str, Layout] = {}  # the layout eager gives a buffer, where we know better than meta
         self.extern_reads: set[str] = set()         # buffers ATen calls read (their layouts are fixed then)
         self.sym_inputs: dict[int, Any] = {}        # position of a symbolic int input -> its symbol
+        self.float_inputs: dict[int, str] = {}       # position of a symbolic float input -> its name
+        self.float_exprs: list[tuple[str, Any, tuple]] = []   # floats computed from them (FloatArg)
         self.shape_env: Any = None                  # the ShapeEnv of symbolic inputs (None: static sizes)
 
     # -- names and buffers --------------------------------------------------------------------
@@ -301,6 +309,9 @@ class GraphLowering:
                     if isinstance(meta, torch.SymInt):
                         v = sym(meta)                 # a symbolic int input: its symbol
                         self.sym_inputs[len(inputs)] = v
+                    elif isinstance(meta, torch.SymFloat) and not isinstance(sym(meta), (int, float)):
+                        v = FloatArg(f"xf{len(inputs)}")     # a float input: a kernel argument
+                        self.float_inputs[len(inputs)] = v.name
                     elif isinstance(meta, (torch.SymFloat, torch.SymBool)):
                         # (its example value is one call's: kernels would keep that value)
                         raise SymbolicUnsupported(f"a symbolic {type(meta).__name__} input ({meta})")
@@ -320,6 +331,11 @@ class GraphLowering:
                 args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: self.env[n])
                 if node.target is operator.getitem:
                     self.env[node] = args[0][args[1]]
+                    continue
+                if isinstance(node.meta.get("val"), torch.SymFloat) and _float_args(node, args, kwargs):
+                    v = FloatArg(f"xf{len(self.gm.graph.nodes) + len(self.float_exprs)}")
+                    self.float_exprs.append((v.name, node.target, args))   # computed by the wrapper
+                    self.env[node] = v
                     continue
                 if isinstance(node.meta.get("val"), (torch.SymInt, torch.SymFloat, torch.SymBool)):
                     self.env[node] = self._sym_value(node.meta["val"])   # sizes: x.size(0), s0 * 4
@@ -359,6 +375,8 @@ class GraphLowering:
                         self.device or torch.device("cpu"), self.fallbacks)
         g.constants = self.constants
         g.sym_inputs = dict(self.sym_inputs)
+        g.float_inputs = dict(self.float_inputs)
+        g.float_exprs = list(self.float_exprs)
         return g
 
     def _symbolic(self, t: torch.Tensor) -> bool:

@@ -201,6 +201,13 @@ class KernelGraph:
     # dynamic shapes: position of each symbolic int input -> its symbol (input buffers' layouts
     # hold the other size symbols)
     sym_inputs: dict[int, Expr] = dataclasses.field(default_factory=dict)
+    # symbolic floats: position of a float input -> its name; then (name, function, arguments)
+    # of each float the graph computes from them, in order (the wrapper computes them per call)
+    float_inputs: dict[int, str] = dataclasses.field(default_factory=dict)
+    float_exprs: list[tuple[str, Any, tuple]] = dataclasses.field(default_factory=list)
+
+    def float_names(self) -> list[str]:
+        return [*self.float_inputs.values(), *(name for name, _, _ in self.float_exprs)]
 
     def producers(self) -> dict[str, Any]:
         out = {}

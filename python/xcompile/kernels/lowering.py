@@ -192,7 +192,7 @@ def _pow_scalar(L, node, x, e):
                          (lambda ops, dt, a: ops.constant(True, torch.bool)), out_dtype=torch.bool)
     if val.dtype.is_floating_point or (isinstance(e, int) and 0 <= e <= 8):
         # the exponent takes part in type promotion: int ** 0.5 and bool ** 2.0 compute in float
-        cdt, _ = elementwise_dtypes(meta_like(x), e, type_promotion_kind=K.BOOL_TO_LONG)
+        cdt, _ = elementwise_dtypes(meta_like(x), meta_like(e), type_promotion_kind=K.BOOL_TO_LONG)
         if e == 2:
             return pointwise(L, node, [x], lambda ops, dt, a: ops.mul(a, a), compute_dtype=cdt)
         if e == 1:

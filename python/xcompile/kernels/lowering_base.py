@@ -20,7 +20,7 @@ from torch._prims_common import elementwise_dtypes
 
 from .graph import TV, GraphLowering
 from .ir import Layout
-from .sizes import is_symbolic, lt, sym, vshape, vstride
+from .sizes import FloatArg, is_symbolic, lt, sym, vshape, vstride
 
 aten = torch.ops.aten
 LOWERINGS: dict = {}
@@ -37,6 +37,8 @@ def register(*ops):
 # -- pointwise helpers ---------------------------------------------------------------------------------
 
 def meta_like(a):
+    if isinstance(a, FloatArg):    # a symbolic float promotes as a Python float does
+        return 1.0
     if isinstance(a, TV):          # (only the dtype and whether it is 0-d count: 2 for a symbolic size)
         return torch.empty([2 if is_symbolic(s) else s for s in a.size], dtype=a.dtype, device="meta")
     return a

@@ -14,6 +14,9 @@ sizes 0 and 1 are specialized); code that needs an undecidable answer raises
 from __future__ import annotations
 
 import contextvars
+import math
+import operator
+import re
 from typing import Any
 
 import sympy
@@ -28,6 +31,43 @@ _LOWER: dict[sympy.Symbol, int | None] = {}   # size symbol -> its least value (
 
 class SymbolicUnsupported(RuntimeError):
     """The kernel generator cannot keep this graph's sizes symbolic."""
+
+
+FLOAT_NAME = re.compile(r"xf\d+")        # a FloatArg's name (a kernel's double argument)
+
+
+class FloatArg:
+    """A symbolic float of the graph (an input, or Python arithmetic on inputs: an optimizer's
+    ``lr``): the wrapper has its value each call (as the traced code computed it), and kernels
+    take it as a ``double`` argument named ``name``. A lowering may pass it around and load it
+    as a constant (``cconst``: converted as a literal is); using it as a number at compile time
+    (arithmetic, ordering, ``float()``) raises ``SymbolicUnsupported``, and the graph is compiled
+    per value instead. It equals no number (a special case for ``alpha == 1`` is not taken)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def _refuse(self, *args: Any) -> Any:
+        raise SymbolicUnsupported(f"a symbolic float ({self.name}) used as a number at compile time")
+
+    __float__ = __int__ = __index__ = __bool__ = __neg__ = __pos__ = __abs__ = _refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _refuse
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __mod__ = __pow__ = __rpow__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = _refuse
+
+
+# Python arithmetic the traced code did on numbers (FX nodes of graphs with symbolic floats):
+# computed per call by the wrapper (kernels) or the per-size copy, as the traced code computed it
+SCALAR_FUNCS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,
+    operator.pow, operator.neg, operator.pos, operator.abs, math.sqrt, math.exp, math.log, math.cos,
+    math.sin, math.floor, math.ceil, math.trunc, torch.sym_float, torch.sym_int, torch.sym_max,
+    torch.sym_min, float, int, abs, max, min})
 
 
 def sym(v: Any) -> Any:
@@ -205,7 +245,8 @@ def input_symbols(graph) -> dict:
 
 
 def graph_size_names(graph) -> frozenset[str]:
-    return frozenset(s.name for s in input_symbols(graph))
+    """The names kernels take as arguments: size symbols (``int64_t``) and floats (``double``)."""
+    return frozenset(s.name for s in input_symbols(graph)) | frozenset(graph.float_names())
 
 
 def hint(e: Any) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import struct
 from typing import Any, Callable
 
 import sympy
@@ -20,7 +21,7 @@ from .. import _C, config
 from .fusion import Group
 from .ir import ExternNode, KernelGraph, TensorRef, contiguous_strides, raise_index_error, same_strides
 from .plan import Plan
-from .sizes import SymbolicUnsupported, input_symbols, is_symbolic, known, nonzero, pyexpr
+from .sizes import FLOAT_NAME, FloatArg, SymbolicUnsupported, input_symbols, is_symbolic, known, nonzero, pyexpr
 
 
 @dataclasses.dataclass
@@ -77,9 +78,19 @@ def _py(v) -> str:
     return repr(v)
 
 
+def _f64_bits(v: float) -> int:
+    """A float's IEEE double bits as a signed int64 (how a kernel's double argument travels)."""
+    return _I64.unpack(_F64.pack(v))[0]
+
+
+_F64, _I64 = struct.Struct("<d"), struct.Struct("<q")
+
+
 def _literal(v, g: _Globals) -> str:
     if v is None or isinstance(v, (bool, int, str)):
         return repr(v)
+    if isinstance(v, FloatArg):
+        return v.name
     if isinstance(v, sympy.Basic):
         return pyexpr(v)
     if isinstance(v, float):
@@ -158,8 +169,9 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
     g.values.update(empty_strided=torch.empty_strided, as_strided=torch.as_strided)
     params: list[str] = []
     prologue: list[str] = []
+    bits: set[str] = set()              # the floats kernels take
     for i, name in enumerate(graph.inputs):
-        pname = name or (f"int{i}" if i in graph.sym_inputs else f"_unused{i}")
+        pname = name or (f"int{i}" if i in graph.sym_inputs else graph.float_inputs.get(i, f"_unused{i}"))
         if i in bound:
             g.values[pname] = bound[i]      # a global of the wrapper: no per-call work
         else:
@@ -189,10 +201,15 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
                     lines.append(f"{b} = empty_strided({_py(lay.size)}, {_py(lay.stride)}, "
                                  f"dtype={_literal(lay.dtype, g)}, device={device})")
             fname = g.add(k.fn, k.name)
+            floats = [s for s in k.sizes if FLOAT_NAME.fullmatch(s)]
+            if floats and not (k.kind == "cpp" and isinstance(k.fn, _C.KernelLauncher)):
+                raise SymbolicUnsupported(f"a {k.kind} kernel without the launcher takes the floats {floats}")
+            bits.update(floats)
+            sizes = [f"{s}_bits" if s in floats else s for s in k.sizes]   # (a double's bits as an int64)
             if k.kind == "cpp" and not isinstance(k.fn, _C.KernelLauncher):       # (ctypes: pointers)
-                args = ", ".join([f"{b}.data_ptr()" for b, _ in k.params] + k.sizes)
+                args = ", ".join([f"{b}.data_ptr()" for b, _ in k.params] + sizes)
             else:
-                args = ", ".join([b for b, _ in k.params] + k.sizes)
+                args = ", ".join([b for b, _ in k.params] + sizes)
             numel = math.prod(item.xs)
             scope = ", locals()" if k.sizes else ""      # (an index error names this call's sizes)
             if is_symbolic(numel) and not nonzero(numel):
@@ -229,7 +246,13 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
         lines.append(f"{graph.inputs[pos]}.copy_({_tensor(ref, graph)})")
     outs = [(_tensor(o, graph) if isinstance(o, TensorRef) else _literal(o, g)) for o in graph.outputs]
     ret = f"({', '.join(outs)}{',' if len(outs) == 1 else ''})"
-    body = _bind_sizes(graph, lines + [f"return {ret}"]) + prologue + lines + [f"return {ret}"]
+    floats = []                         # the symbolic floats: computed as the traced code computed them
+    for name, fn, fargs in graph.float_exprs:
+        floats.append(f"{name} = {g.add(fn, 'scalar_op')}({', '.join(_literal(a, g) for a in fargs)})")
+    if bits:
+        g.values["_f64_bits"] = _f64_bits
+        floats += [f"{name}_bits = _f64_bits({name})" for name in sorted(bits)]
+    body = _bind_sizes(graph, lines + [f"return {ret}"]) + prologue + floats + lines + [f"return {ret}"]
     src = f"def call({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
     return src, g.values
 
