@@ -8,6 +8,11 @@ a step that ran eagerly would show here, not only in the times.
 
     python benchmarks/optimizer_step.py [--opt adamw|adam|sgd] [--params 100] [--width 64]
                                         [--backend inductor] [--threads 1] [--rounds 15]
+                                        [--scheduler cosine]
+
+``--scheduler cosine``: each step is followed by a CosineAnnealingLR step (eagerly, as users
+run it), so the ``lr`` the compiled step reads changes every step; the compiles each compiler
+made over the whole run are printed (torch.compile's: torch._dynamo's unique graphs).
 """
 from __future__ import annotations
 
@@ -37,6 +42,15 @@ def model(params: int, width: int) -> torch.nn.Module:
     return m
 
 
+def _with_scheduler(opt, step):
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=10**6)
+
+    def run():
+        step()
+        sched.step()
+    return run
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--opt", default="adamw", choices=sorted(OPTS))
@@ -46,6 +60,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=15)
     ap.add_argument("--steps", type=int, default=20, help="steps per variant per round")
+    ap.add_argument("--scheduler", choices=["none", "cosine"], default="none")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     warnings.filterwarnings("ignore")
@@ -59,14 +74,15 @@ def main() -> None:
             p.grad = q.grad.clone()
         opt = OPTS[args.opt](m.parameters())
         if name == "xcompile":
-            opt_x = opt
+            step_x = opt.step                  # (before a scheduler wraps it: explain() looks at the step)
         if name == "eager":
-            variants[name] = opt.step
+            step = opt.step
         elif name == "torch.compile":
-            variants[name] = torch.compile(opt.step, backend=args.backend)
+            step = torch.compile(opt.step, backend=args.backend)
         else:
             cnt = counters[name] = CompileCounterWithBackend(args.backend)
-            variants[name] = xcompile.compile(opt.step, backend=cnt)
+            step = xcompile.compile(opt.step, backend=cnt)
+        variants[name] = step if args.scheduler == "none" else _with_scheduler(opt, step)
     t0 = {}
     for name, fn in variants.items():          # first calls: the state is made, then the compiles
         start = time.perf_counter()
@@ -87,8 +103,14 @@ def main() -> None:
     for name in variants:
         print(f"  {name:14s} {ms[name]:8.3f} ms/step   first 3 calls {t0[name]:6.2f} s   "
               f"vs eager {ms['eager'] / ms[name]:5.2f}x   vs torch.compile {ms['torch.compile'] / ms[name]:5.2f}x")
+    if args.scheduler != "none":
+        from torch._dynamo.utils import counters as torch_counters
+        from xcompile.backends.per_size import PerSize
+        print(f"  with the lr changed every step: torch.compile made {torch_counters['stats']['unique_graphs']} "
+              f"graphs; xcompile {counters['xcompile'].frame_count} graphs and {PerSize.backend_compiles} "
+              f"per-value backend compiles")
     cnt = counters["xcompile"]
-    explained = xcompile.explain(opt_x.step)()
+    explained = xcompile.explain(step_x)()
     other = [str(b).splitlines()[0] for b in explained.break_reasons if "graph_break()" not in str(b)]
     print(f"  xcompile: {cnt.frame_count} compiles, {explained.graph_count} graph(s) per step, "
           f"{explained.op_count} ops; breaks other than torch.optim's own: {other or 'none'}")
