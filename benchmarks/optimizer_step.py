@@ -105,6 +105,7 @@ def main() -> None:
               f"vs eager {ms['eager'] / ms[name]:5.2f}x   vs torch.compile {ms['torch.compile'] / ms[name]:5.2f}x")
     if args.scheduler != "none":
         from torch._dynamo.utils import counters as torch_counters
+
         from xcompile.backends.per_size import PerSize
         print(f"  with the lr changed every step: torch.compile made {torch_counters['stats']['unique_graphs']} "
               f"graphs; xcompile {counters['xcompile'].frame_count} graphs and {PerSize.backend_compiles} "
