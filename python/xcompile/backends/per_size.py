@@ -185,7 +185,8 @@ def _python_value(node: Any, bound: dict) -> tuple[bool, Any]:
     if node.op == "placeholder":
         v = bound.get(node)
         return (True, v) if isinstance(v, (int, float)) and not isinstance(v, bool) else (False, None)
-    if node.op != "call_function" or node.target not in SCALAR_FUNCS or node.kwargs:
+    fn = node.target
+    if node.op != "call_function" or fn not in SCALAR_FUNCS or node.kwargs or not callable(fn):
         return False, None
     vals = []
     for a in node.args:
@@ -193,7 +194,7 @@ def _python_value(node: Any, bound: dict) -> tuple[bool, Any]:
         if not ok:
             return False, None
         vals.append(v)
-    return True, node.target(*vals)
+    return True, fn(*vals)
 
 
 def _fixed_number(v: Any) -> tuple[bool, Any]:
