@@ -226,6 +226,42 @@ class EqualsMatch final : public Leaf {
   ConstMatcher m_;
 };
 
+// ---- float relations -----------------------------------------------------------------------
+
+// A symbolic float's relations to constants, as Python compares (NaN: only != holds).
+class FloatCompare final : public Leaf {
+ public:
+  FloatCompare(std::vector<std::pair<int, double>> relations, std::string desc)
+      : Leaf(std::move(desc)), relations_(std::move(relations)) {}
+  bool check(PyObject* v) override {
+    if (!PyFloat_CheckExact(v)) return false;
+    double d = PyFloat_AS_DOUBLE(v);
+    for (const auto& [op, c] : relations_) {
+      if (!holds(op, d, c)) return false;
+    }
+    return true;
+  }
+
+  static bool holds(int op, double d, double c) {
+    switch (op) {
+      case FLOAT_LT:
+        return d < c;
+      case FLOAT_LE:
+        return d <= c;
+      case FLOAT_GT:
+        return d > c;
+      case FLOAT_GE:
+        return d >= c;
+      case FLOAT_NE:
+        return d != c;
+    }
+    return false;
+  }
+
+ private:
+  std::vector<std::pair<int, double>> relations_;
+};
+
 // ---- dict watching --------------------------------------------------------------------------
 
 // A dict and a snapshot of its (key, value) pairs. The dict is held strongly (a dict given to
@@ -577,6 +613,15 @@ std::unique_ptr<Leaf> make_id_match(PyObject* obj, std::string desc) {
 
 std::unique_ptr<Leaf> make_equals_match(PyObject* value, std::string desc) {
   return std::make_unique<EqualsMatch>(value, std::move(desc));
+}
+
+std::unique_ptr<Leaf> make_float_compare(std::vector<std::pair<int, double>> relations,
+                                         std::string desc) {
+  for (const auto& r : relations) {
+    if (r.first < FLOAT_LT || r.first > FLOAT_NE)
+      throw pybind11::value_error("add_float_compare: unknown relation");
+  }
+  return std::make_unique<FloatCompare>(std::move(relations), std::move(desc));
 }
 
 std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc) {

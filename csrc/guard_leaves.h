@@ -9,6 +9,9 @@
 //                          torch.device/tuple of these (floats: NaN == NaN,
 //                          0.0 != -0.0, because constants are baked into graphs)
 //   length_check(n)        len(v) == n (list/tuple/dict fast paths)       -
+//   float_compare(rels)    type(v) is float and v <op> c for each (op, c)  -
+//                          of rels (a symbolic float's guards: lr >= 0,
+//                          momentum != 0; Python's NaN semantics)
 //   dict_keys(keys)        v is a dict whose keys are `keys`, in order     keys (a tuple)
 //                          (identity first, else same type and ==)
 //   dict_unchanged(d)      v is d and d unchanged                          d + a snapshot
@@ -45,6 +48,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "guard_tree.h"
@@ -56,6 +60,10 @@ std::unique_ptr<Leaf> make_type_match(PyObject* type, std::string desc);
 std::unique_ptr<Leaf> make_id_match(PyObject* obj, std::string desc);
 std::unique_ptr<Leaf> make_equals_match(PyObject* value, std::string desc);
 std::unique_ptr<Leaf> make_length_check(Py_ssize_t n, std::string desc);
+// float_compare's relations (numbers shared with guards/spec.py, FLOAT_RELATIONS)
+enum FloatRelation { FLOAT_LT = 0, FLOAT_LE = 1, FLOAT_GT = 2, FLOAT_GE = 3, FLOAT_NE = 4 };
+std::unique_ptr<Leaf> make_float_compare(std::vector<std::pair<int, double>> relations,
+                                         std::string desc);
 // `keys`: a tuple of hashable constants (the dict's keys at trace time, in insertion order).
 std::unique_ptr<Leaf> make_dict_keys(PyObject* keys, std::vector<bool> by_identity,
                                      std::string desc);

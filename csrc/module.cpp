@@ -95,6 +95,12 @@ PYBIND11_MODULE(_C, m) {
           },
           py::arg("value"), py::arg("desc"))
       .def(
+          "add_float_compare",
+          [](GuardNode& n, std::vector<std::pair<int, double>> relations, std::string desc) {
+            n.add_leaf(make_float_compare(std::move(relations), std::move(desc)));
+          },
+          py::arg("relations"), py::arg("desc"))
+      .def(
           "add_length_check",
           [](GuardNode& n, Py_ssize_t len, std::string desc) {
             n.add_leaf(make_length_check(len, std::move(desc)));

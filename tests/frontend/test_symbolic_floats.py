@@ -93,6 +93,42 @@ def test_a_guard_from_a_torch_kernel_specializes_it(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_a_comparison_with_a_constant_keeps_it_symbolic(backend):
+    # ``lr < 0.75`` is a FLOAT_COMPARE guard: one graph each side of the bound, not one per value
+    def f(x, lr):
+        return x * (2 if lr < 0.75 else 3),
+    lrs = (0.1, 0.2, 0.3, 0.4, 0.74, 0.75, 0.8, 0.9, 1.0, 0.2, 0.76)
+    assert _run(f, backend, [(torch.randn(3), lr) for lr in lrs]) == 3
+
+
+def test_one_cycle_momentum_does_not_recompile_every_step():
+    # OneCycleLR changes SGD's momentum every step; torch.optim asks ``momentum != 0``
+    xcompile.reset()
+    torch.manual_seed(0)
+    m_ref = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+    m = copy.deepcopy(m_ref)
+    opt_ref = torch.optim.SGD(m_ref.parameters(), lr=0.01, momentum=0.9, nesterov=True)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, nesterov=True)
+    sched_ref = torch.optim.lr_scheduler.OneCycleLR(opt_ref, max_lr=0.05, total_steps=20)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.05, total_steps=20)
+    cnt = CompileCounterWithBackend("inductor")
+    step = xcompile.compile(lambda: opt.step(), backend=cnt)
+    for _ in range(10):
+        x = torch.randn(4, 6)
+        m_ref(x).square().sum().backward()
+        m(x).square().sum().backward()
+        opt_ref.step()
+        step()
+        sched_ref.step()
+        sched.step()
+        opt_ref.zero_grad()
+        opt.zero_grad()
+        for a, b in zip(m.parameters(), m_ref.parameters()):
+            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+    assert cnt.frame_count <= 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_with_a_symbolic_int_beside_it(backend):
     def f(x, n, lr):
         if n * lr > 1:
@@ -184,3 +220,66 @@ def test_inductor_kernels_take_the_float(name):
     before = PerSize.backend_compiles
     assert _run(lambda *a: (f(*a),), "inductor", calls) == 2
     assert PerSize.backend_compiles - before == 0
+
+
+# Python-level uses of a symbolic float: each one specializes it (guarded by value), compares it
+# with a constant (FLOAT_COMPARE), or keeps it symbolic; all must give eager's answer for every
+# value, the same and new ones
+PATTERNS = {
+    "tensor": lambda x, lr: x + torch.tensor(lr),
+    "tensor_list": lambda x, lr: x + torch.tensor([lr, 1.0]).sum(),
+    "sqrt": lambda x, lr: x * math.sqrt(abs(lr)),
+    "float": lambda x, lr: x * float(lr),
+    "int": lambda x, lr: x * int(lr * 10),
+    "round": lambda x, lr: x * round(lr, 2),
+    "fstring": lambda x, lr: (x, f"{lr:.3f}"),
+    "repr": lambda x, lr: (x, repr(lr)),
+    "in_tuple": lambda x, lr: x * (2 if lr in (0.1, 0.7) else 3),
+    "max": lambda x, lr: x * max(lr, 0.5),
+    "range": lambda x, lr: sum(x * i for i in range(int(abs(lr) * 10))) + x,
+    "truthy": lambda x, lr: x * (1 if lr else 2),
+    "dict_key": lambda x, lr: x * {0.1: 1, 0.7: 2}.get(lr, 3),
+    "isclose": lambda x, lr: x * (1 if math.isclose(lr, 0.7) else 2),
+    "hash": lambda x, lr: x * (hash(lr) % 7),
+    "is_integer": lambda x, lr: x * (1 if lr.is_integer() else 2),
+    "compare_bare": lambda x, lr: x * (2 if lr < 0.75 else 3),
+    "compare_sum": lambda x, lr: x * (2 if lr + 0.1 > 0.8 else 3),
+    "compare_scaled": lambda x, lr: x * (2 if lr * 3 != 0.9 else 3),
+    "not_zero": lambda x, lr: x * (2 if lr != 0 else 3),
+    "linspace": lambda x, lr: torch.linspace(0, lr, 5),
+    "fill_": lambda x, lr: x.clone().fill_(lr),
+    "pow": lambda x, lr: x * lr ** 2,
+    "floordiv": lambda x, lr: x * (lr // 0.3),
+    "mod": lambda x, lr: x * (lr % 0.3),
+    "rfloordiv": lambda x, lr: x * (1.0 // lr),         # (1.0 // 0.1 is 9.0, not floor(1.0 / 0.1))
+    "softmax_temperature": lambda x, lr: torch.softmax(x / (abs(lr) + 0.1), -1),
+    "clip_like": lambda x, lr: x * min(1.0, lr / (x.norm() + 1e-6)),
+}
+
+
+def _same_tree(a, b) -> None:
+    if isinstance(b, (tuple, list)):
+        assert type(a) is type(b) and len(a) == len(b)
+        for x, y in zip(a, b):
+            _same_tree(x, y)
+    elif isinstance(b, torch.Tensor):
+        _same(a, b)
+    else:
+        assert type(a) is type(b) and a == b, (a, b)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(PATTERNS))
+def test_python_uses_of_a_symbolic_float(name, backend):
+    f = PATTERNS[name]
+    xcompile.reset()
+    c = xcompile.compile(f, backend=backend)
+    for lr in (0.1, 0.7, 1.3, -0.45, 0.7, 0.75, 0.6, 0.3, 0.0, -0.0, 2.0, float("nan"), 0.1):
+        x = torch.randn(4)
+        try:
+            want = f(x, lr)
+        except (ValueError, OverflowError, ZeroDivisionError) as e:    # (int(nan), 1.0 // 0.0)
+            with pytest.raises(type(e)):
+                c(x, lr)
+            continue
+        _same_tree(c(x, lr), want)

@@ -130,6 +130,21 @@ def test_children_are_memoized_by_key_and_type():
     assert node.item(1).path == "L['a'][1]" and node.attr("x").path == "L['a'].x"
 
 
+def test_float_compare_leaf():
+    # a symbolic float's guards (frontend/shapes.py: FLOAT_COMPARE): relations to constants, as
+    # Python compares (nan: only != holds); an int or a float subclass fails
+    root = C.RootGuard(0)
+    root.local(0, "lr").add_float_compare([(3, 0.0), (0, 0.75), (4, 0.5)], "0 <= lr < 0.75, lr != 0.5")
+    for v, ok in [(0.0, True), (-0.0, True), (0.3, True), (0.74, True), (0.75, False), (-1e-300, False),
+                  (0.5, False), (float("nan"), False), (float("-inf"), False), (0, False), (True, False)]:
+        assert check(root, v) is ok, v
+    root = C.RootGuard(0)
+    root.local(0, "m").add_float_compare([(4, 0.0)], "m != 0")
+    assert check(root, float("nan")) and check(root, 0.9) and not check(root, -0.0)
+    with pytest.raises(ValueError):
+        C.RootGuard(0).local(0, "x").add_float_compare([(7, 1.0)], "bad")
+
+
 # ---- ordering, reporting --------------------------------------------------------------------
 
 def test_failed_leaf_moves_to_front():

@@ -151,8 +151,23 @@ def _tensor_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None
 
 def _sym_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:
     if is_sym(a) or is_sym(b):                            # captured scalars (Tensor.item())
+        if op in _FLOORING and (_float_typed(a) or _float_typed(b)) and \
+                all(scalars.is_backed(v) for v in (a, b) if is_sym(v)):
+            a, b = (scalars.specialize(v) if is_sym(v) else v for v in (a, b))
+            return binary_op(tx, op, a, b)
         return scalars.binary(tx, op, a, b)
     return None
+
+
+# Floor division and remainder with a float: make_fx (aot_eager's and inductor's trace) records
+# torch's reading of them, floor(a / b), not Python's (1.0 // 0.1 is 9.0, -0.0 // 0.3 is -0.0),
+# so a symbolic operand is specialized to its value (a guard) and the operation folds.
+_FLOORING = (operator.floordiv, operator.mod, operator.ifloordiv, operator.imod)
+
+
+def _float_typed(v: Value) -> bool:
+    return (is_sym(v) and isinstance(v.sym, torch.SymFloat)) or \
+        (isinstance(v, ConstantValue) and type(v.value) is float)
 
 
 def _list_extend_rule(tx: "Tracer", op: Callable, a: Value, b: Value) -> Value | None:

@@ -212,14 +212,15 @@ class ShapePolicy:
 
     def float_is_symbolic(self, value: float, source: Source) -> bool:
         """A float from outside: symbolic once it took two values (automatic dynamic), or under
-        dynamic=True; never when ``config.specialize_float``, and never nan or inf (a relation
-        on them cannot be guarded)."""
+        dynamic=True; never when ``config.specialize_float``, and never nan, inf (a relation on
+        them cannot be guarded) or -0.0 (the ShapeEnv's number for it would be 0.0)."""
         name = source.name()
         if name in self._decided_ints:
             return self._decided_ints[name]
         before = shape_state.seen(self.code, name)
-        if self.dynamic is False or config.specialize_float or not math.isfinite(value):
-            symbolic = False
+        if self.dynamic is False or config.specialize_float or not math.isfinite(value) or \
+                (value == 0 and math.copysign(1.0, value) < 0):
+            symbolic = False          # (sympy has no -0.0: a value read back from the ShapeEnv is 0.0)
         elif self.dynamic is True or (self.dynamic is None and not config.assume_static_by_default):
             symbolic = True
         else:
@@ -292,18 +293,60 @@ def _check_marks(env: TracingShapeEnv, policy: ShapePolicy) -> None:
 
 
 def _float_guards(env: ShapeEnv, policy: ShapePolicy, guard_set: spec.GuardSet) -> set[sympy.Symbol]:
-    """The symbols of the symbolic floats. A float the trace specialized, or whose value a guard
-    relates to anything, is guarded by value (EQUALS_MATCH): the C++ relations read integers only,
-    and a value guard holds every assumption the trace made about it."""
-    symbols: set[sympy.Symbol] = set()
-    branched = set().union(*(env.simplify(g.expr).free_symbols for g in env.guards)) if policy.floats else set()
-    for source, sym in policy.floats:
-        expr = sym.node.expr
-        e = env.simplify(expr)
-        symbols |= {expr} if isinstance(expr, sympy.Symbol) else set()
-        if e.is_number or (isinstance(expr, sympy.Symbol) and expr in branched):
+    """The guards of the symbolic floats; returns their symbols. What the trace branched on is a
+    relation of one float to a constant (``momentum != 0``, ``lr >= 0``: FLOAT_COMPARE, checked in
+    C++); a float the trace specialized, or related otherwise (to another float, to a size), is
+    guarded by value (EQUALS_MATCH), which holds every assumption the trace made about it."""
+    # (by the symbol made for it: ``node.expr`` is a number once the trace specialized it)
+    symbols = {sym.node._expr: (source, sym) for source, sym in policy.floats if isinstance(sym.node._expr, sympy.Symbol)}
+    if not symbols:
+        return set()
+    relations: dict[sympy.Symbol, list[tuple[int, float]]] = {s: [] for s in symbols}
+    by_value = {s for s in symbols if env.simplify(s).is_number}
+    for g in env.guards:
+        e = env.simplify(g.expr)
+        mine = e.free_symbols & symbols.keys()
+        if not mine or e is sympy.true or e == sympy.true:
+            continue
+        rel = _float_relation(e, next(iter(mine))) if len(mine) == 1 and e.free_symbols == mine else None
+        if rel is None:
+            by_value |= mine
+        else:
+            relations[next(iter(mine))].append(rel)
+    for s, (source, sym) in symbols.items():
+        if s in by_value:
             guard_set.add(source, spec.EQUALS_MATCH, float(sym.node.hint))
-    return symbols
+        elif relations[s]:
+            guard_set.set_float_relations(source, tuple(dict.fromkeys(relations[s])))
+    return set(symbols)
+
+
+_FLOAT_OPS = {sympy.StrictLessThan: spec.FLOAT_LT, sympy.LessThan: spec.FLOAT_LE,
+              sympy.StrictGreaterThan: spec.FLOAT_GT, sympy.GreaterThan: spec.FLOAT_GE,
+              sympy.Unequality: spec.FLOAT_NE}
+_FLIPPED = {spec.FLOAT_LT: spec.FLOAT_GT, spec.FLOAT_GT: spec.FLOAT_LT, spec.FLOAT_LE: spec.FLOAT_GE,
+            spec.FLOAT_GE: spec.FLOAT_LE, spec.FLOAT_NE: spec.FLOAT_NE}
+
+
+def _float_relation(e: Any, z: sympy.Symbol) -> tuple[int, float] | None:
+    """``e`` as ``z op c``, when it is literally the float compared with a constant (``momentum
+    != 0``, ``0.0 <= lr``: as torch.optim's checks are), else None. A relation of arithmetic on
+    it (``lr + 0.1 > 0.5``) is not rewritten: ``lr > 0.4`` would differ from it within an ulp
+    of the bound, where rounding decides."""
+    op = _FLOAT_OPS.get(type(e))
+    if op is None:
+        return None
+    lhs, rhs = e.lhs, e.rhs
+    if lhs == z and rhs.is_number:
+        c = rhs
+    elif rhs == z and lhs.is_number:
+        c, op = lhs, _FLIPPED[op]
+    else:
+        return None
+    if c.is_Integer and abs(int(c)) > 2**53:          # (Python compares such an int exactly)
+        return None
+    c = float(c)
+    return (op, c) if math.isfinite(c) else None
 
 
 def produce_guards(env: ShapeEnv | None, policy: ShapePolicy, guard_set: spec.GuardSet) -> None:

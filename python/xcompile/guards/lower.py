@@ -37,6 +37,7 @@ _LEAVES: dict[str, tuple[str, Callable[[Any], Any]]] = {
     spec.MODULE_TREE: ("add_module_tree", _same),
     spec.DICT_KEYS: ("add_dict_keys", tuple),
     spec.DICT_UNCHANGED: ("add_dict_unchanged", _same),
+    spec.FLOAT_COMPARE: ("add_float_compare", list),
 }
 assert set(_LEAVES) == set(spec.KINDS), "every guard kind needs a lowering row"
 

@@ -20,8 +20,14 @@ DICT_UNCHANGED = "DICT_UNCHANGED"  # v is value and its contents are unchanged (
 DICT_KEYS = "DICT_KEYS"            # v is a dict whose keys are value, in this order (value: tuple of constants,
                                    # tensors and modules: those compared by identity, hashes_by_identity)
 
+# type(v) is float and each relation (op, c) of value holds: v op c (a symbolic float's guards:
+# ``lr >= 0``, ``momentum != 0``; ops FLOAT_RELATIONS, numbers shared with csrc/guard_leaves.h)
+FLOAT_COMPARE = "FLOAT_COMPARE"
+
 KINDS = (TYPE_MATCH, ID_MATCH, EQUALS_MATCH, LENGTH_CHECK, TENSOR_MATCH, MODULE_TREE, DICT_UNCHANGED,
-         DICT_KEYS)
+         DICT_KEYS, FLOAT_COMPARE)
+FLOAT_LT, FLOAT_LE, FLOAT_GT, FLOAT_GE, FLOAT_NE = 0, 1, 2, 3, 4
+FLOAT_RELATION_TEXT = {FLOAT_LT: "<", FLOAT_LE: "<=", FLOAT_GT: ">", FLOAT_GE: ">=", FLOAT_NE: "!="}
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,8 @@ class Guard:
             detail = getattr(v, "__qualname__", repr(v))
         elif self.kind in (ID_MATCH, MODULE_TREE, DICT_UNCHANGED):
             detail = f"id={id(v):#x} ({type(v).__name__})"
+        elif self.kind == FLOAT_COMPARE:
+            detail = ", ".join(f"{FLOAT_RELATION_TEXT[op]} {c!r}" for op, c in v)
         elif self.kind == DICT_KEYS and any(hashes_by_identity(k) for k in v):
             detail = "(" + ", ".join(f"<{type(k).__name__} id={id(k):#x}>" if hashes_by_identity(k) else repr(k)
                                      for k in v) + ")"
@@ -113,6 +121,13 @@ class GuardSet:
         if g not in self._seen:
             self._seen.add(g)
             self.guards.append(g)
+
+    def set_float_relations(self, source: Source, relations: tuple) -> None:
+        """The FLOAT_COMPARE guard of ``source`` (replacing one an earlier ``produce_guards`` made:
+        guards compare by source and kind only)."""
+        self.guards = [g for g in self.guards if not (g.source == source and g.kind == FLOAT_COMPARE)]
+        self._seen.discard(Guard(source, FLOAT_COMPARE, None))
+        self.add(source, FLOAT_COMPARE, relations)
 
     def __post_init__(self):
         self._seen = set(self.guards)
