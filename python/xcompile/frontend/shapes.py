@@ -298,7 +298,8 @@ def _float_guards(env: ShapeEnv, policy: ShapePolicy, guard_set: spec.GuardSet) 
     C++); a float the trace specialized, or related otherwise (to another float, to a size), is
     guarded by value (EQUALS_MATCH), which holds every assumption the trace made about it."""
     # (by the symbol made for it: ``node.expr`` is a number once the trace specialized it)
-    symbols = {sym.node._expr: (source, sym) for source, sym in policy.floats if isinstance(sym.node._expr, sympy.Symbol)}
+    symbols = {sym.node._expr: (source, sym) for source, sym in policy.floats
+               if isinstance(sym.node._expr, sympy.Symbol)}
     if not symbols:
         return set()
     relations: dict[sympy.Symbol, list[tuple[int, float]]] = {s: [] for s in symbols}
