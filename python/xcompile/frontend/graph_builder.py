@@ -157,6 +157,7 @@ class GraphBuilder:
         self.example_inputs: list[Any] = []                 # tensors, and ints (symbolic int inputs)
         self.root: dict[str, Any] = {}                 # get_attr target -> the real tensor
         self.by_id: dict[int, TensorValue] = {}        # id(real tensor) -> its value (one input per object)
+        self.by_source: dict[Source, Value] = {}       # a symbolic int or float input, by its source
         self._keepalive: list[Any] = []
         self._last_placeholder: torch.fx.Node | None = None
         # set by the tracer: turns LazyValue items inside containers into values
@@ -217,6 +218,9 @@ class GraphBuilder:
 
     def sym_int_input(self, value: int, source: Source) -> Value:
         """A Python int argument as a graph input with a symbolic value (dynamic shapes)."""
+        known = self.by_source.get(source)
+        if known is not None:                 # (read again: ``stack[0]`` twice is one input)
+            return known
         sym = self._shape_env().create_unspecified_symint_and_symbol(value, ShapeSource(source),
                                                                     DimDynamic.DYNAMIC)
         if not isinstance(sym, torch.SymInt):                 # the ShapeEnv specialized it
@@ -224,10 +228,14 @@ class GraphBuilder:
         node = self._input_node(source, sym, value)
         assert self.shapes is not None
         self.shapes.note_int(source, sym)
-        return scalars.SymScalarValue(node, sym, source=source, covered=True)
+        v = self.by_source[source] = scalars.SymScalarValue(node, sym, source=source, covered=True)
+        return v
 
     def sym_float_input(self, value: float, source: Source) -> Value:
         """A float from outside as a graph input with a symbolic value (automatic dynamic)."""
+        known = self.by_source.get(source)
+        if known is not None:
+            return known
         env = self._shape_env()
         expr = env.create_unspecified_symbol(value, ShapeSource(source), dynamic_dim=DimDynamic.DYNAMIC)
         sym = env.create_symfloatnode(expr, hint=value, source=ShapeSource(source))
@@ -236,7 +244,8 @@ class GraphBuilder:
         node = self._input_node(source, sym, value)
         assert self.shapes is not None
         self.shapes.note_float(source, sym)
-        return scalars.SymScalarValue(node, sym, source=source, covered=True)
+        v = self.by_source[source] = scalars.SymScalarValue(node, sym, source=source, covered=True)
+        return v
 
     def get_attr(self, t: torch.Tensor, source: Source) -> TensorValue:
         known = self.by_id.get(id(t))
