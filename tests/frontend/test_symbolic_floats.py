@@ -101,14 +101,21 @@ def test_a_comparison_with_a_constant_keeps_it_symbolic(backend):
     assert _run(f, backend, [(torch.randn(3), lr) for lr in lrs]) == 3
 
 
-def test_one_cycle_momentum_does_not_recompile_every_step():
-    # OneCycleLR changes SGD's momentum every step; torch.optim asks ``momentum != 0``
+ONE_CYCLE = {
+    "sgd": lambda ps: torch.optim.SGD(ps, lr=0.01, momentum=0.9, nesterov=True),
+    "adamw": lambda ps: torch.optim.AdamW(ps, lr=0.01, foreach=True),
+}
+
+
+@pytest.mark.parametrize("kind", list(ONE_CYCLE))
+def test_one_cycle_momentum_does_not_recompile_every_step(kind):
+    # OneCycleLR changes SGD's momentum (torch.optim asks ``momentum != 0``) and Adam's
+    # ``betas[0]`` (a tuple of floats) every step, besides the lr
     xcompile.reset()
     torch.manual_seed(0)
     m_ref = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
     m = copy.deepcopy(m_ref)
-    opt_ref = torch.optim.SGD(m_ref.parameters(), lr=0.01, momentum=0.9, nesterov=True)
-    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, nesterov=True)
+    opt_ref, opt = ONE_CYCLE[kind](m_ref.parameters()), ONE_CYCLE[kind](m.parameters())
     sched_ref = torch.optim.lr_scheduler.OneCycleLR(opt_ref, max_lr=0.05, total_steps=20)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.05, total_steps=20)
     cnt = CompileCounterWithBackend("inductor")

@@ -48,7 +48,7 @@ from .. import config, log, shape_state
 from .._torch_compat import shape_env_hints
 from ..guards import spec
 from ..guards.shape_expr import EQ, READ, UnsupportedShapeExpr, compile_relation, text
-from ..guards.sources import Source
+from ..guards.sources import ItemSource, Source
 from ..release import release_shape_envs
 
 
@@ -228,6 +228,28 @@ class ShapePolicy:
         shape_state.record(self.code, name, (None,) if symbolic else (value,))
         self._decided_ints[name] = symbolic
         return symbolic
+
+    def tuple_is_open(self, value: tuple, source: Source) -> bool:
+        """A tuple of numbers with a float in it (Adam's ``betas``) is a constant guarded by value,
+        until it takes another value at this source; then its items are read one by one, and a
+        float among them that changed is symbolic at once (``float_is_symbolic``)."""
+        name = source.name()
+        if name in self._decided_ints:
+            return self._decided_ints[name]
+        before = shape_state.seen(self.code, name)
+        if self.dynamic is False or config.specialize_float:
+            opened = False
+        elif self.dynamic is True or (self.dynamic is None and not config.assume_static_by_default):
+            opened = True
+        else:
+            opened = bool(config.automatic_dynamic_shapes and before is not None and before != (value,))
+        if opened and before is not None and isinstance(before[0], tuple) and len(before[0]) == len(value):
+            for i, (old, new) in enumerate(zip(before[0], value)):
+                if type(new) is float and old != new:
+                    shape_state.record(self.code, ItemSource(source, i).name(), (None,))
+        shape_state.record(self.code, name, (None,) if opened else (value,))
+        self._decided_ints[name] = opened
+        return opened
 
     def note_float(self, source: Source, sym: torch.SymFloat) -> None:
         self.floats.append((source, sym))

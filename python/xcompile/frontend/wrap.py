@@ -103,6 +103,14 @@ def _float(tx: "Tracer", obj: float, source, covered) -> Value:
     return _constant(tx, obj, source, covered)
 
 
+def _number_tuple(tx: "Tracer", obj: tuple, source, covered) -> Value:
+    """A tuple of numbers with a float (Adam's ``betas``): a constant guarded by value, or, once it
+    changed at this source, a tuple whose items are read (and guarded) one by one."""
+    if _needs_guard(source, covered) and tx.shapes.tuple_is_open(obj, source):
+        return _tuple(tx, obj, source, covered)
+    return _constant(tx, obj, source, covered)
+
+
 def _constant(tx, obj, source, covered) -> Value:
     if _needs_guard(source, covered):
         tx.guards.constant(source, obj)
@@ -274,6 +282,7 @@ _ROWS: list[tuple[Callable[[Any], bool], Callable]] = [
     (lambda o: isinstance(o, torch.nn.Module), _module),
     (lambda o: type(o) is int, _int),
     (lambda o: type(o) is float, _float),
+    (lambda o: type(o) is tuple and any(type(i) is float for i in o) and is_constant(o), _number_tuple),
     (is_constant, _constant),
     (lambda o: type(o) is list, _list),
     (lambda o: isinstance(o, tuple) and _tuple_like(type(o)), _tuple),
