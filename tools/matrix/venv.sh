@@ -29,9 +29,11 @@ if ! "$venv/bin/python" -c "import sys, torch; sys.exit(torch.__version__.split(
   { "$base" -m venv "$venv" && "$venv/bin/python" -m pip install "${PIP_Q[@]}" "torch==$torch_v"; } >>"$log" 2>&1 ||
     { echo "cannot install torch $torch_v for Python $py (see $log)" >&2; exit 1; }
 fi
-"$venv/bin/python" -c "import pybind11, ninja, pytest, networkx, numpy, expecttest, scikit_build_core as s, sys
+# (triton: the Triton kernel tests run its interpreter on the CPU; torch's CPU wheels, unlike its
+# default ones, do not bring it, and `make deps` installs it for the pinned pair too)
+"$venv/bin/python" -c "import pybind11, ninja, pytest, networkx, numpy, expecttest, triton, scikit_build_core as s, sys
 sys.exit(int(s.__version__.split('.')[0]) < 1)" 2>/dev/null ||
   "$venv/bin/python" -m pip install "${PIP_Q[@]}" pybind11 'scikit-build-core>=1.0' ninja pytest networkx numpy \
-    expecttest >>"$log" 2>&1 ||
+    expecttest triton >>"$log" 2>&1 ||
   { echo "cannot install the build and test tools for Python $py (see $log)" >&2; exit 1; }
 echo "$venv/bin/python"
