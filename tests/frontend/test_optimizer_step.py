@@ -9,6 +9,7 @@ non-constant keys"), the first step stores new parameter keys into it, and Adam'
 whose only breaks are the wrapper's own, as under torch.compile.
 """
 import copy
+import warnings
 
 import pytest
 import torch
@@ -36,11 +37,14 @@ OPTIMIZERS = {
 # Under compile an optimizer keeps its step count a tensor (torch.optim's _get_value), so Adam's
 # bias corrections are float32 tensor math where eager uses Python floats (torch.compile too).
 TOLERANCE = {k: dict(rtol=1e-5, atol=1e-6) for k in OPTIMIZERS if k.startswith("adam")}
-# (adamw-fused on aot_eager: BackendCompilerFailed, aot's functionalization of _fused_adamw_
-# raises "mutating a non-functional tensor with a functional tensor"; torch.compile runs it. Open
-# in issue #32's note; inductor's inference path traces it)
-CASES = [(k, "eager") for k in OPTIMIZERS] + [(k, "aot_eager") for k in OPTIMIZERS if k != "adamw-fused"] + \
+CASES = [(k, "eager") for k in OPTIMIZERS] + [(k, "aot_eager") for k in OPTIMIZERS] + \
     [("adamw", "inductor"), ("sgd-nesterov", "inductor"), ("adamw-foreach", "inductor"), ("adamw-fused", "inductor")]
+# The one expected fallback: torch's functionalization of _fused_adamw_ without amsgrad (an
+# empty max_exp_avg_sqs list) asserts "mutating a non-functional tensor with a functional
+# tensor" (torch 2.11 to 2.14), so aot_eager and inductor run the fused step's graph as it is,
+# with a warning. Open in issue #32's note.
+EXPECTED_FALLBACK = {("adamw-fused", "aot_eager"): "mutating a non-functional tensor",
+                     ("adamw-fused", "inductor"): "mutating a non-functional tensor"}
 
 
 def _model():
@@ -73,11 +77,16 @@ def test_step_is_one_graph_and_agrees(kind, backend):
     step = xcompile.compile(lambda: opt.step(), backend=cnt)
     tol = TOLERANCE.get(kind, dict(rtol=1e-6, atol=1e-7))
     counts = []
-    for _ in range(4):
-        _step_both(m, m_ref, step, opt_ref, tol)
-        opt_ref.zero_grad()
-        opt.zero_grad()
-        counts.append(cnt.frame_count)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(4):
+            _step_both(m, m_ref, step, opt_ref, tol)
+            opt_ref.zero_grad()
+            opt.zero_grad()
+            counts.append(cnt.frame_count)
+    fallbacks = [str(w.message) for w in caught if "running this graph eagerly" in str(w.message)]
+    expected = EXPECTED_FALLBACK.get((kind, backend))
+    assert all(expected and expected in f for f in fallbacks) and bool(fallbacks) == bool(expected), fallbacks
     assert counts[-1] == counts[-2] <= 2, f"recompiled after the state was made: {counts}"
     assert cnt.op_count > 0
     for p, p_ref in zip(m.parameters(), m_ref.parameters()):

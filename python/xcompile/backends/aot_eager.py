@@ -17,13 +17,16 @@ from .dynamic_kernels import aot_dynamic
 from .eager import scalar_graph, unstrided_graph
 from .per_size import PerSize, number_outputs, symbolic_inputs
 
-_NO_FUNCTIONAL = "Found a custom (non-ATen) operator whose output has alias annotations"
+_NO_FUNCTIONAL = ("Found a custom (non-ATen) operator whose output has alias annotations",
+                  "mutating a non-functional tensor with a functional tensor")
 
 
 def unfunctionalizable(e: BaseException) -> bool:
     """Functionalization met an in-place ATen op without a functional twin it knows
-    (``aten::polygamma_``: its arguments are in another order than ``polygamma``'s)."""
-    return _NO_FUNCTIONAL in str(e)
+    (``aten::polygamma_``: its arguments are in another order than ``polygamma``'s), or one
+    whose functionalization fails (``aten::_fused_adamw_`` with an empty ``max_exp_avg_sqs``, a
+    fused AdamW step without amsgrad: torch 2.11 to 2.14 assert)."""
+    return any(m in str(e) for m in _NO_FUNCTIONAL)
 
 
 def aot_eager(gm: torch.fx.GraphModule, example_inputs: list, *, partition: str = "min_cut"):
