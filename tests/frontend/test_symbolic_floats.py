@@ -111,28 +111,9 @@ ONE_CYCLE = {
 def test_one_cycle_momentum_does_not_recompile_every_step(kind):
     # OneCycleLR changes SGD's momentum (torch.optim asks ``momentum != 0``) and Adam's
     # ``betas[0]`` (a tuple of floats) every step, besides the lr
-    xcompile.reset()
-    torch.manual_seed(0)
-    m_ref = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
-    m = copy.deepcopy(m_ref)
-    opt_ref, opt = ONE_CYCLE[kind](m_ref.parameters()), ONE_CYCLE[kind](m.parameters())
-    sched_ref = torch.optim.lr_scheduler.OneCycleLR(opt_ref, max_lr=0.05, total_steps=20)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.05, total_steps=20)
-    cnt = CompileCounterWithBackend("inductor")
-    step = xcompile.compile(lambda: opt.step(), backend=cnt)
-    for _ in range(10):
-        x = torch.randn(4, 6)
-        m_ref(x).square().sum().backward()
-        m(x).square().sum().backward()
-        opt_ref.step()
-        step()
-        sched_ref.step()
-        sched.step()
-        opt_ref.zero_grad()
-        opt.zero_grad()
-        for a, b in zip(m.parameters(), m_ref.parameters()):
-            torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
-    assert cnt.frame_count <= 3
+    counts = _train_with_scheduler(ONE_CYCLE[kind], lambda o: torch.optim.lr_scheduler.OneCycleLR(
+        o, max_lr=0.05, total_steps=20), "inductor", 10)
+    assert counts[-1] <= 3, counts
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -145,15 +126,15 @@ def test_with_a_symbolic_int_beside_it(backend):
     _run(f, backend, calls)
 
 
-def _adamw_with_scheduler(backend, steps=8):
+def _train_with_scheduler(make_opt, make_sched, backend, steps):
+    """Steps of a compiled ``opt.step()`` beside eager's, a scheduler stepping between them; every
+    parameter compared after each. The frame counts after each step."""
     xcompile.reset()
     torch.manual_seed(0)
     m_ref = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
     m = copy.deepcopy(m_ref)
-    opt_ref = torch.optim.AdamW(m_ref.parameters(), lr=0.05, foreach=True)
-    opt = torch.optim.AdamW(m.parameters(), lr=0.05, foreach=True)
-    sched_ref = torch.optim.lr_scheduler.CosineAnnealingLR(opt_ref, T_max=20)
-    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=20)
+    opt_ref, opt = make_opt(m_ref.parameters()), make_opt(m.parameters())
+    sched_ref, sched = make_sched(opt_ref), make_sched(opt)
     cnt = CompileCounterWithBackend(backend)
     step = xcompile.compile(lambda: opt.step(), backend=cnt)
     counts = []
@@ -176,7 +157,8 @@ def _adamw_with_scheduler(backend, steps=8):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_lr_scheduler_does_not_recompile_every_step(backend):
     before = PerSize.backend_compiles
-    counts = _adamw_with_scheduler(backend)
+    counts = _train_with_scheduler(lambda ps: torch.optim.AdamW(ps, lr=0.05, foreach=True),
+                                   lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, T_max=20), backend, 8)
     # the first step makes the state; the lr changes after it (symbolic from the next compile)
     assert counts[-1] == counts[2] <= 3, counts
     # and no backend compile per value: inductor's kernels take the lr as an argument

@@ -223,13 +223,7 @@ class GraphBuilder:
             return known
         sym = self._shape_env().create_unspecified_symint_and_symbol(value, ShapeSource(source),
                                                                     DimDynamic.DYNAMIC)
-        if not isinstance(sym, torch.SymInt):                 # the ShapeEnv specialized it
-            return ConstantValue(value, source=source, covered=True)
-        node = self._input_node(source, sym, value)
-        assert self.shapes is not None
-        self.shapes.note_int(source, sym)
-        v = self.by_source[source] = scalars.SymScalarValue(node, sym, source=source, covered=True)
-        return v
+        return self._sym_input(source, sym, value)
 
     def sym_float_input(self, value: float, source: Source) -> Value:
         """A float from outside as a graph input with a symbolic value (automatic dynamic)."""
@@ -238,12 +232,17 @@ class GraphBuilder:
             return known
         env = self._shape_env()
         expr = env.create_unspecified_symbol(value, ShapeSource(source), dynamic_dim=DimDynamic.DYNAMIC)
-        sym = env.create_symfloatnode(expr, hint=value, source=ShapeSource(source))
-        if not isinstance(sym, torch.SymFloat):
+        return self._sym_input(source, env.create_symfloatnode(expr, hint=value, source=ShapeSource(source)), value)
+
+    def _sym_input(self, source: Source, sym: Any, value: int | float) -> Value:
+        if not isinstance(sym, (torch.SymInt, torch.SymFloat)):      # the ShapeEnv specialized it
             return ConstantValue(value, source=source, covered=True)
         node = self._input_node(source, sym, value)
         assert self.shapes is not None
-        self.shapes.note_float(source, sym)
+        if isinstance(sym, torch.SymInt):
+            self.shapes.note_int(source, sym)
+        else:
+            self.shapes.note_float(source, sym)
         v = self.by_source[source] = scalars.SymScalarValue(node, sym, source=source, covered=True)
         return v
 

@@ -190,65 +190,49 @@ class ShapePolicy:
         # (``x.squeeze_(0)``, ``x.t_()``), and the guards check what the caller passes
         self.inputs.append((source, _Geometry(fake)))
 
-    def int_is_symbolic(self, value: int, source: Source) -> bool:
-        """A Python int argument: symbolic under dynamic=True, or once it took two values
-        (automatic dynamic); never when ``config.specialize_int``; 0 and 1 always specialized."""
+    def _automatic(self, source: Source, value: Any, never: bool) -> tuple[bool, tuple | None]:
+        """(whether a number from ``source`` is symbolic, what the code's earlier compiles saw
+        there): under dynamic=True, or once it took two values (automatic dynamic); never when
+        ``never`` or dynamic=False. Decided once per compile, and recorded."""
         name = source.name()
-        if name in self._decided_ints:
-            return self._decided_ints[name]
         before = shape_state.seen(self.code, name)
-        if self.dynamic is False or config.specialize_int or value in (0, 1) or not _INT64_MIN <= value < -_INT64_MIN:
-            symbolic = False          # (an int past int64 is a constant: torch ops given it raise)
+        if name in self._decided_ints:
+            return self._decided_ints[name], before
+        if self.dynamic is False or never:
+            symbolic = False
         elif self.dynamic is True or (self.dynamic is None and not config.assume_static_by_default):
             symbolic = True
         else:
             symbolic = bool(config.automatic_dynamic_shapes and before is not None and before != (value,))
         shape_state.record(self.code, name, (None,) if symbolic else (value,))
         self._decided_ints[name] = symbolic
-        return symbolic
+        return symbolic, before
+
+    def int_is_symbolic(self, value: int, source: Source) -> bool:
+        """A Python int argument: never when ``config.specialize_int``; 0 and 1 always
+        specialized; an int past int64 is a constant (torch ops given it raise)."""
+        never = config.specialize_int or value in (0, 1) or not _INT64_MIN <= value < -_INT64_MIN
+        return self._automatic(source, value, never)[0]
 
     def note_int(self, source: Source, sym: torch.SymInt) -> None:
         self.ints.append((source, sym))
 
     def float_is_symbolic(self, value: float, source: Source) -> bool:
-        """A float from outside: symbolic once it took two values (automatic dynamic), or under
-        dynamic=True; never when ``config.specialize_float``, and never nan, inf (a relation on
-        them cannot be guarded) or -0.0 (the ShapeEnv's number for it would be 0.0)."""
-        name = source.name()
-        if name in self._decided_ints:
-            return self._decided_ints[name]
-        before = shape_state.seen(self.code, name)
-        if self.dynamic is False or config.specialize_float or not math.isfinite(value) or \
-                (value == 0 and math.copysign(1.0, value) < 0):
-            symbolic = False          # (sympy has no -0.0: a value read back from the ShapeEnv is 0.0)
-        elif self.dynamic is True or (self.dynamic is None and not config.assume_static_by_default):
-            symbolic = True
-        else:
-            symbolic = bool(config.automatic_dynamic_shapes and before is not None and before != (value,))
-        shape_state.record(self.code, name, (None,) if symbolic else (value,))
-        self._decided_ints[name] = symbolic
-        return symbolic
+        """A float from outside: never when ``config.specialize_float``, and never nan, inf (a
+        relation on them cannot be guarded) or -0.0 (sympy has no -0.0: the ShapeEnv's number
+        for it would be 0.0)."""
+        never = config.specialize_float or not math.isfinite(value) or (value == 0 and math.copysign(1.0, value) < 0)
+        return self._automatic(source, value, never)[0]
 
     def tuple_is_open(self, value: tuple, source: Source) -> bool:
         """A tuple of numbers with a float in it (Adam's ``betas``) is a constant guarded by value,
         until it takes another value at this source; then its items are read one by one, and a
         float among them that changed is symbolic at once (``float_is_symbolic``)."""
-        name = source.name()
-        if name in self._decided_ints:
-            return self._decided_ints[name]
-        before = shape_state.seen(self.code, name)
-        if self.dynamic is False or config.specialize_float:
-            opened = False
-        elif self.dynamic is True or (self.dynamic is None and not config.assume_static_by_default):
-            opened = True
-        else:
-            opened = bool(config.automatic_dynamic_shapes and before is not None and before != (value,))
+        opened, before = self._automatic(source, value, bool(config.specialize_float))
         if opened and before is not None and isinstance(before[0], tuple) and len(before[0]) == len(value):
             for i, (old, new) in enumerate(zip(before[0], value)):
                 if type(new) is float and old != new:
                     shape_state.record(self.code, ItemSource(source, i).name(), (None,))
-        shape_state.record(self.code, name, (None,) if opened else (value,))
-        self._decided_ints[name] = opened
         return opened
 
     def note_float(self, source: Source, sym: torch.SymFloat) -> None:
