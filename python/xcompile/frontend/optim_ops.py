@@ -10,12 +10,13 @@ It is traced as the same arithmetic, ``self + tensor1 / tensor2 * value``
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import types
+from typing import TYPE_CHECKING, cast
 
 import torch
 
 from .calls import register_tensor_method_rule, register_torch_op_rule
-from .values import ConstantValue, ListValue, TensorValue, TupleValue, Value
+from .values import ConstantValue, FunctionValue, ListValue, TensorValue, TupleValue, Value
 
 if TYPE_CHECKING:
     from .tracer import Tracer
@@ -70,3 +71,57 @@ def _foreach_with_tensor_scalars(combine, in_place: bool):
 for _name, _combine in (("addcdiv", torch.div), ("addcmul", torch.mul)):
     register_torch_op_rule(getattr(torch, f"_foreach_{_name}_"), _foreach_with_tensor_scalars(_combine, True))
     register_torch_op_rule(getattr(torch, f"_foreach_{_name}"), _foreach_with_tensor_scalars(_combine, False))
+
+
+def _fused_adam_step(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, state_steps, *, amsgrad, lr, beta1,
+                     beta2, weight_decay, eps, maximize, decoupled):
+    """What ``torch._fused_adam_`` / ``torch._fused_adamw_`` compute on the CPU (their kernel's
+    order of operations; within an ulp of it), traced in their place. torch's functionalization
+    of those ops fails without amsgrad (their empty ``max_exp_avg_sqs`` list: "mutating a
+    non-functional tensor with a functional tensor", torch 2.11 to 2.14), so AOT and the kernels
+    could not take a fused Adam's step; its math they can fuse."""
+    for i in range(len(params)):
+        p, g, m, v = params[i], grads[i], exp_avgs[i], exp_avg_sqs[i]
+        if maximize:
+            g = -g
+        if weight_decay != 0:
+            if decoupled:
+                p.mul_(1 - lr * weight_decay)
+            else:
+                g = g + p * weight_decay
+        m.lerp_(g, 1 - beta1)
+        v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+        step = state_steps[i].double()           # (the kernel reads the step as a double)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2_sqrt = (1 - beta2 ** step).sqrt()
+        step_size = lr / bias_correction1
+        if amsgrad:
+            max_exp_avg_sqs[i].copy_(torch.maximum(max_exp_avg_sqs[i], v))
+            v = max_exp_avg_sqs[i]
+        denom = v.sqrt() / bias_correction2_sqrt + eps
+        p.sub_(step_size * m / denom)
+
+
+_FUSED_ADAM_KWARGS = {"amsgrad", "lr", "beta1", "beta2", "weight_decay", "eps", "maximize"}
+
+
+def _fused_adam_rule(decoupled: bool):
+    def rule(tx: "Tracer", args: list, kwargs: dict) -> Value | None:
+        extra = {k: v for k, v in kwargs.items() if k not in _FUSED_ADAM_KWARGS}
+        unscaled = set(extra) <= {"grad_scale", "found_inf"} and \
+            all(isinstance(v, ConstantValue) and v.value is None for v in extra.values())
+        lists = len(args) == 6 and all(isinstance(a, (ListValue, TupleValue)) for a in args)
+        if not (unscaled and lists and set(kwargs) - set(extra) == _FUSED_ADAM_KWARGS) \
+                or not all(isinstance(v, TensorValue) and v.fake.device.type == "cpu" for a in args for v in a.items) \
+                or isinstance(kwargs["lr"], TensorValue):
+            return None              # (a grad scaler, a tensor lr, CUDA: the op itself)
+        kw = {k: kwargs[k] for k in _FUSED_ADAM_KWARGS}
+        kw["decoupled"] = ConstantValue(decoupled)
+        tx.inline_call(None, FunctionValue(cast(types.FunctionType, _fused_adam_step)), list(args), kw)
+        return ConstantValue(None)
+    rule.__name__ = "_fused_adamw_rule" if decoupled else "_fused_adam_rule"
+    return rule
+
+
+register_torch_op_rule(torch._fused_adam_, _fused_adam_rule(False))
+register_torch_op_rule(torch._fused_adamw_, _fused_adam_rule(True))
