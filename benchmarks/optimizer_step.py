@@ -6,7 +6,7 @@ the others round by round (interleaved). Graph counts and the graph breaks other
 optimizer's own grad-mode wrapper (``torch._dynamo.graph_break()`` in torch.optim) are printed:
 a step that ran eagerly would show here, not only in the times.
 
-    python benchmarks/optimizer_step.py [--opt adamw|adam|sgd] [--params 100] [--width 64]
+    python benchmarks/optimizer_step.py [--opt adamw|adamw-fused|adam|sgd] [--params 100] [--width 64]
                                         [--backend inductor] [--threads 1] [--rounds 15]
                                         [--scheduler cosine]
 
@@ -29,6 +29,7 @@ from xcompile.testing import CompileCounterWithBackend
 
 OPTS = {
     "adamw": lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01),
+    "adamw-fused": lambda ps: torch.optim.AdamW(ps, lr=1e-3, weight_decay=0.01, fused=True),
     "adam": lambda ps: torch.optim.Adam(ps, lr=1e-3),
     "sgd": lambda ps: torch.optim.SGD(ps, lr=1e-2, momentum=0.9),
 }
