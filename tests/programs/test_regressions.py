@@ -11,6 +11,8 @@ import textwrap
 import pytest
 import torch
 
+import xcompile
+
 from . import harness, proggen
 from .harness import check_source
 
@@ -426,3 +428,48 @@ def test_seed_50035_masked_write_after_a_try_break(backend):
     it is, as its static path does."""
     r = harness.check(proggen.make_program(50035), backend)
     assert r.status == "ok", f"{r.status}: {r.msg}"
+
+
+# Random program 322890 (aot_eager, inductor): normalize of a zero vector makes gradients of
+# 1e12 that ``a - a`` cancels; eager's float32 sum loses the 3 * w term beside them, which the
+# compiled order (and eager in float64) keeps. The harness sees that eager's own gradient moves
+# when its terms are summed in another order, and discards the program instead of calling the
+# compiled answer wrong.
+_ILL_CONDITIONED = """
+def f(a):
+    v1 = a - a
+    v3 = torch.nn.functional.normalize(v1, dim=-1)
+    v7 = a * 2.0 + a
+    return [v7, v1, v3, v1]
+"""
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_ill_conditioned_gradients_are_discarded_not_judged(backend):
+    r = check_source("import torch\nimport xcompile\n" + _ILL_CONDITIONED,
+                     args_with_leaves(lambda i: (t := leaf(2, 5, seed=i), [t])), backend)
+    assert r.status in ("ok", "discard"), f"{r.status}: {r.msg}"
+    assert r.status == "ok" or "ill-conditioned" in r.msg
+
+
+def test_a_wrong_gradient_is_still_wrong():
+    # the same check on a well-conditioned program and a backend whose gradients are doubled
+    @xcompile.register_backend("doubled_grads_for_test")
+    def doubled(gm, example_inputs):
+        class Double(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.clone()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2
+
+        def run(*args):
+            return tuple(Double.apply(o) if isinstance(o, torch.Tensor) and o.requires_grad else o
+                         for o in gm(*args))
+        return run
+
+    src = "import torch\nimport xcompile\ndef f(a):\n    return [a.sin() * 3.0]\n"
+    r = check_source(src, args_with_leaves(lambda i: (t := leaf(2, 5, seed=i), [t])), "doubled_grads_for_test")
+    assert r.status == "wrong" and "grad of leaf" in r.msg, f"{r.status}: {r.msg}"
