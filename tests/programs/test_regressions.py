@@ -473,3 +473,29 @@ def test_a_wrong_gradient_is_still_wrong():
     src = "import torch\nimport xcompile\ndef f(a):\n    return [a.sin() * 3.0]\n"
     r = check_source(src, args_with_leaves(lambda i: (t := leaf(2, 5, seed=i), [t])), "doubled_grads_for_test")
     assert r.status == "wrong" and "grad of leaf" in r.msg, f"{r.status}: {r.msg}"
+
+
+# Random program 330620 (aot_eager, inductor; found at the end of session 15, open in issue #31):
+# the graph after the break writes a row of a non-contiguous input and returns a view of it;
+# the runtime rebuilding that view raises AotUnsupported ("an output is a view of a tensor
+# traced with strides (1,), called with strides (2,)") on the first call, where eager runs.
+_VIEW_OF_WRITTEN_NONCONTIGUOUS = """
+def f(a0, a1):
+    v1 = a0.mean()
+    v2 = a1 * 2
+    a1[-1] *= v1
+    s4 = bool((a0 > 0).any())
+    v8 = v2.sum(-1, keepdim=True)
+    torch.relu_(v8)
+    return (a1[0], )
+"""
+
+
+@pytest.mark.xfail(strict=True, reason="issue #31: AotUnsupported from the view-rebuilding runtime (seed 330620)")
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_view_of_a_written_noncontiguous_input_after_a_break(backend):
+    def make_args(i):
+        a0 = leaf(3, 4, seed=i)
+        a1 = torch.randn(3, 8, generator=torch.Generator().manual_seed(100 + i))[:, ::2]
+        return [a0, a1], {}, [a0]
+    _check(_VIEW_OF_WRITTEN_NONCONTIGUOUS, make_args, backend)
