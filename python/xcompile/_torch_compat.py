@@ -23,6 +23,8 @@ What differs, by torch version:
   return_inverse=True)[1].dtype`` on a float ``x`` said float32. On 2.11 they are wrapped here.
 - ShapeEnv's map from a backed symbol to its value: ``backed_var_to_val`` on 2.11 to 2.14, where
   the older ``var_to_val`` warns; read through ``shape_env_hints``.
+- ``torch.clamp(x, min=nan)`` with the other bound None: torch 2.11's eager kernel ignores the nan
+  bound (x unchanged); 2.12 and later give nan (``CLAMP_ONE_NAN_BOUND_IGNORED``, kernels/lowering.py).
 - ``torch.cond`` and ``torch.while_loop`` called outside dynamo compile a wrapper of their
   higher-order op with ``torch.compile``. Under make_fx (xcompile's AOT trace of a graph that
   holds one) 2.13 and 2.14 skip that frame and call the op; 2.11 traces it with dynamo inside
@@ -86,6 +88,12 @@ def shape_env_hints(env: Any) -> dict:
     ``backed_var_to_val`` (torch 2.11 to 2.14; ``var_to_val``, its older name, warns there)."""
     hints = getattr(env, "backed_var_to_val", None)
     return hints if hints is not None else env.var_to_val
+
+
+# -- aten.clamp with one bound, a nan -----------------------------------------------------------------
+# torch 2.11's eager ``torch.clamp(x, min=nan)`` (the Scalar overload, the other bound None) returns x
+# unchanged; 2.12 and later return nan, as they do for two bounds and for clamp_min / clamp_max
+CLAMP_ONE_NAN_BOUND_IGNORED = TORCH_VERSION < (2, 12)
 
 
 # -- fake tensors: aten.select.int's index range -------------------------------------------------------

@@ -142,3 +142,23 @@ def test_compiled_unique_inverse_dtype_is_eagers():
         assert got[2] == want[2] == torch.int64, backend
         for g, w in zip(got[:2], want[:2]):
             assert g.dtype == w.dtype and torch.equal(g, w), backend
+
+
+def test_clamp_one_nan_bound_matches_eager():
+    # CLAMP_ONE_NAN_BOUND_IGNORED: torch 2.11's clamp(x, min=nan) leaves x as it is; later torches
+    # give nan. The flag must say what this torch does, and compiled code must do the same
+    import xcompile
+
+    x = torch.tensor([-1.0, 0.5, 2.0])
+    eager_ignores = not torch.clamp(x, min=float("nan")).isnan().any().item()
+    assert eager_ignores == compat.CLAMP_ONE_NAN_BOUND_IGNORED, \
+        f"_torch_compat.CLAMP_ONE_NAN_BOUND_IGNORED is wrong for torch {torch.__version__}"
+
+    def f(x):
+        nan = float("nan")
+        return torch.clamp(x, min=nan), torch.clamp(x, max=nan), torch.clamp(x, min=nan, max=1.0)
+    for backend in ("eager", "aot_eager", "inductor"):
+        xcompile.reset()
+        got = xcompile.compile(f, backend=backend)(x)
+        for g, w in zip(got, f(x)):
+            torch.testing.assert_close(g, w, equal_nan=True)

@@ -12,11 +12,12 @@ import torch.fx
 from torch._prims_common import ELEMENTWISE_TYPE_PROMOTION_KIND as K
 from torch._prims_common import elementwise_dtypes
 
+from .._torch_compat import CLAMP_ONE_NAN_BOUND_IGNORED
 from .graph import TV
 from .ir import ZeroDivCheck
 from .lowering_base import bload, iter_layout, meta_like, opmath, out_meta, pointwise, register
 from .lowering_base import const as _c
-from .sizes import vshape
+from .sizes import FloatArg, SymbolicUnsupported, vshape
 
 aten = torch.ops.aten
 
@@ -246,6 +247,12 @@ def _masked_fill(L, node, x, mask, value):
 
 @register(aten.clamp.default, aten.clamp.Tensor)
 def _clamp(L, node, x, min=None, max=None):
+    if CLAMP_ONE_NAN_BOUND_IGNORED and node.target is aten.clamp.default and (min is None) != (max is None):
+        bound = min if max is None else max           # (torch 2.11: a lone nan bound leaves x as it is)
+        if isinstance(bound, FloatArg):
+            raise SymbolicUnsupported(f"torch.clamp with one bound, a symbolic float ({bound}), on torch 2.11")
+        if isinstance(bound, float) and math.isnan(bound):
+            return pointwise(L, node, [x], lambda ops, dt, a: a)
     ins = [x] + [v for v in (min, max) if v is not None]
 
     def fn(ops, dt, a, *bounds):
