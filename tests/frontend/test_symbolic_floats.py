@@ -84,12 +84,13 @@ def test_signed_zero_and_nan(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_a_guard_from_a_torch_kernel_specializes_it(backend):
-    # torch.sub's own kernel asks ``alpha != 1``: the guard programs read integers only, so the
-    # float is guarded by value (a recompile per value, as before floats became symbolic)
+def test_a_guard_from_a_torch_kernel_keeps_it_symbolic(backend):
+    # torch.sub's own kernel asks ``alpha != 1``: a FLOAT_COMPARE guard, so only alpha == 1
+    # compiles again (guarded by value), and other values reuse the symbolic graph
     def f(x, y, lr):
         return torch.sub(x, y, alpha=lr),
-    _run(f, backend, [(torch.randn(3), torch.randn(3), lr) for lr in (0.3, 0.7, 1.0, 1.3)])
+    lrs = (0.3, 0.7, 1.0, 1.3, 2.5, 1.0, 0.1)
+    assert _run(f, backend, [(torch.randn(3), torch.randn(3), lr) for lr in lrs]) == 3
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -194,6 +195,7 @@ KERNEL_OPS = {
     "full_double": lambda x, xi, xh, xd, m, lr: torch.full((3,), lr, dtype=torch.float64),
     "arithmetic": lambda x, xi, xh, xd, m, lr: x * (lr * 3 - 1) / lr,
     "reciprocal": lambda x, xi, xh, xd, m, lr: lr / x,
+    "sub_alpha": lambda x, xi, xh, xd, m, lr: torch.sub(x, xd.float(), alpha=lr),
     "sum": lambda x, xi, xh, xd, m, lr: (x * lr).sum(),
     "bool": lambda x, xi, xh, xd, m, lr: m * lr,
 }
