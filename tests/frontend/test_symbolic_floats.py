@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import xcompile
+from xcompile import _torch_compat
 from xcompile.backends.per_size import MAX_FLOAT_COPIES, PerSize
 from xcompile.testing import CompileCounterWithBackend
 
@@ -210,7 +211,9 @@ def test_inductor_kernels_take_the_float(name):
         calls.append((x, torch.arange(-3, 4), x.half(), x.double(), x > 0.5, lr))
     before = PerSize.backend_compiles
     assert _run(lambda *a: (f(*a),), "inductor", calls) == 2
-    assert PerSize.backend_compiles - before == 0
+    # (torch 2.11's clamp ignores a lone nan bound: a symbolic one is compiled per value there)
+    per_value = MAX_FLOAT_COPIES if name == "clamp_min" and _torch_compat.CLAMP_ONE_NAN_BOUND_IGNORED else 0
+    assert PerSize.backend_compiles - before == per_value
 
 
 # Python-level uses of a symbolic float: each one specializes it (guarded by value), compares it
