@@ -218,7 +218,7 @@ def _eager_layouts(program, fake_primals: list, fake_mode, cloned: list[int], fo
     fake run gives eager's layouts; plain outputs that differ are copied to them in the graph."""
     try:
         with fake_mode, torch.enable_grad():
-            plain = [p.clone() if k in cloned else p for k, p in enumerate(fake_primals)]
+            plain = [_clone_keeping_layout(p) if k in cloned else p for k, p in enumerate(fake_primals)]
             eouts = program(*plain)
     except Exception:  # noqa: BLE001 - eager layouts unknown: keep the functional ones
         return
@@ -231,6 +231,15 @@ def _eager_layouts(program, fake_primals: list, fake_mode, cloned: list[int], fo
         if e.shape == f.shape and _significant_strides(e) != _significant_strides(f) and \
                 is_non_overlapping_and_dense_or_false(e):
             schema.fw_outs[j] = dataclasses.replace(fo, layout=tuple(e.stride()))
+
+
+def _clone_keeping_layout(p: torch.Tensor) -> torch.Tensor:
+    """A clone with ``p``'s strides, as prepare() gives the functional run: ``clone()`` makes a
+    row-strided ``x[:, ::2]`` contiguous, and the views of it the program returns would then be
+    rebuilt for strides the caller's tensor does not have."""
+    if not non_overlapping(p.shape, p.stride()):
+        return p.clone()
+    return torch.empty_strided(p.shape, p.stride(), dtype=p.dtype, device=p.device).copy_(p)
 
 
 def _eager_input_views(schema: Schema, eouts, plain: list) -> None:
