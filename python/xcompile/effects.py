@@ -238,6 +238,15 @@ class EffectPlan:
             memo[key] = r
             return r
 
+        try:
+            return self._apply_steps(val)
+        finally:
+            # ``val`` refers to itself (its closure holds its own cell) and to ``memo``: left
+            # so, the cycle kept every object built here (a model's output and its tensors)
+            # alive until the garbage collector ran, not until the caller dropped it
+            val = None  # type: ignore[assignment]  # noqa: F841
+
+    def _apply_steps(self, val):
         for step in self.steps:
             if isinstance(step, ListStep):
                 target = val(step.target)
