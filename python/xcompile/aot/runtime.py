@@ -199,9 +199,16 @@ class CompiledFunction(torch.autograd.Function):
             it = iter(saved)
             saved = tuple(ctx.saved_ints[i] if i in ctx.saved_ints else next(it) for i in range(art.num_saved))
         args = [*saved, *tangents]
+        del saved, tangents
         bw = art.backward_fn(args)
         if torch.is_grad_enabled():            # create_graph=True: allow once, refuse a second time
             out = _OnceDifferentiable.run(bw, args, _leaves_behind(ctx, args))
+        elif (boxed := getattr(bw, "boxed", None)) is not None:
+            # the generated backward empties ``args`` and drops each saved tensor after its last
+            # use; autograd's references go first (kept under retain_graph=True), as torch's
+            # compiled backward does: the step's peak is not every activation plus every gradient
+            ctx.maybe_clear_saved_tensors()
+            out = boxed(args)
         else:
             out = bw(*args)
         if missing:

@@ -130,7 +130,7 @@ def _compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], bound: dic
     group_reads = {g: [b for b, w in kernels[g].params if not w] for g in groups}
     arena = backend == "cpp" and all(isinstance(k.fn, _C.KernelLauncher) for k in kernels.values())
     plan = timed("plan", make_plan, graph, schedule, group_reads, inplace, arena)
-    src, glb = timed("wrapper", generate_wrapper, graph, plan, kernels, bound)
+    src, glb = timed("wrapper", generate_wrapper, graph, plan, kernels, bound, training)
     fn: Any = build_wrapper(src, glb)   # a plain function; the attributes below are set on it
     for f in graph.fallbacks:
         log.log("fallbacks", "extern kernel: %s", f)

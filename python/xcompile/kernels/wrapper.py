@@ -164,7 +164,10 @@ def _as_linear(node: ExternNode, graph: KernelGraph):
 
 
 def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel],
-                     bound: dict[int, torch.Tensor]) -> tuple[str, dict]:
+                     bound: dict[int, torch.Tensor], boxed: bool = False) -> tuple[str, dict]:
+    """The wrapper's source, ``def call(*inputs)``, and its globals. ``boxed``: also
+    ``call_boxed(args)``, which takes its inputs in a list it empties and drops each input after
+    its last use (a backward's saved activations are then freed as it goes, not at its end)."""
     g = _Globals()
     g.values.update(empty_strided=torch.empty_strided, as_strided=torch.as_strided)
     params: list[str] = []
@@ -254,7 +257,38 @@ def generate_wrapper(graph: KernelGraph, plan: Plan, kernels: dict[Group, Kernel
         floats += [f"{name}_bits = _f64_bits({name})" for name in sorted(bits)]
     body = _bind_sizes(graph, lines + [f"return {ret}"]) + prologue + floats + lines + [f"return {ret}"]
     src = f"def call({', '.join(params)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
+    if boxed:
+        unpack = [f"{', '.join(params)}{',' if len(params) == 1 else ''} = args", "args.clear()"] if params else []
+        src += "\n\ndef call_boxed(args):\n" + "\n".join(
+            "    " + ln for ln in unpack + _dropping_inputs(body, params)) + "\n"
     return src, g.values
+
+
+def _dropping_inputs(body: list[str], names: list[str]) -> list[str]:
+    """``body`` with ``del name`` after the last top-level statement that mentions each of
+    ``names`` (a statement is a line and the indented lines under it), and at the top for the
+    names it never mentions."""
+    stmts: list[list[str]] = []
+    for ln in body:
+        if ln.startswith((" ", "\t")) and stmts:
+            stmts[-1].append(ln)
+        else:
+            stmts.append([ln])
+    last: dict[str, int] = {}
+    wanted = set(names)
+    for k, st in enumerate(stmts):
+        for ln in st:
+            for ident in _IDENT.findall(ln):
+                if ident in wanted:
+                    last[ident] = k
+    unused = [n for n in names if n not in last]
+    out = [f"del {', '.join(unused)}"] if unused else []
+    for k, st in enumerate(stmts):
+        out += st
+        dead = [n for n in names if last.get(n) == k]
+        if dead and not st[0].startswith("return "):
+            out.append(f"del {', '.join(dead)}")
+    return out
 
 
 def _bind_sizes(graph: KernelGraph, lines: list[str]) -> list[str]:
@@ -365,4 +399,7 @@ def _check_layout(t: torch.Tensor, op: str, name: str, expect=None) -> None:
 def build_wrapper(src: str, glb: dict) -> Callable:
     ns = dict(glb)
     exec(compile(src, "<xcompile wrapper>", "exec"), ns)  # noqa: S102  (our own generated code)
-    return ns["call"]
+    fn = ns["call"]
+    if "call_boxed" in ns:
+        fn.boxed = ns["call_boxed"]
+    return fn
