@@ -121,7 +121,8 @@ def _leaves(out):
 
 def _close(a, b, tol=2e-3) -> bool:
     import torch
-    la, lb = [x for x in _leaves(a) if isinstance(x, torch.Tensor)], [x for x in _leaves(b) if isinstance(x, torch.Tensor)]
+    la = [x for x in _leaves(a) if isinstance(x, torch.Tensor)]
+    lb = [x for x in _leaves(b) if isinstance(x, torch.Tensor)]
     return len(la) == len(lb) and all(x.shape == y.shape and x.dtype == y.dtype and
                                       torch.allclose(x, y, rtol=tol, atol=tol) for x, y in zip(la, lb))
 
@@ -159,9 +160,8 @@ def child(row: str, threads: int, rounds: int) -> dict:
     import torch
     torch.set_num_threads(threads)
     sys.path.insert(0, HERE)
-    from _timing import per_call_us
-
     import xcompile
+    from _timing import per_call_us
     torch.manual_seed(0)
     model, inputs, train = build(row)
     result: dict = {"row": row, "threads": threads}

@@ -244,7 +244,7 @@ class EffectPlan:
             # ``val`` refers to itself (its closure holds its own cell) and to ``memo``: left
             # so, the cycle kept every object built here (a model's output and its tensors)
             # alive until the garbage collector ran, not until the caller dropped it
-            val = None  # type: ignore[assignment]  # noqa: F841
+            val = None  # type: ignore[assignment]
 
     def _apply_steps(self, val):
         for step in self.steps:
