@@ -63,6 +63,13 @@ def build(row: str):
     def ids(g):
         return torch.randint(4, VOCAB, (batch, SEQ), generator=g)
 
+    def causal(g):                      # a decoder's inputs: the ids are its labels
+        x = ids(g)
+        kw = {"input_ids": x, "use_cache": False}
+        if train:
+            kw["labels"] = x
+        return kw
+
     if name == "bert":
         cfg = tf.BertConfig(vocab_size=VOCAB, hidden_size=768, num_hidden_layers=4, num_attention_heads=12,
                             intermediate_size=3072, max_position_embeddings=512)
@@ -77,23 +84,13 @@ def build(row: str):
         cfg = tf.GPT2Config(vocab_size=VOCAB, n_embd=768, n_layer=4, n_head=12, n_positions=1024)
         model = tf.GPT2LMHeadModel(_quiet_config(cfg))
 
-        def inputs(g):
-            x = ids(g)
-            kw = {"input_ids": x, "use_cache": False}
-            if train:
-                kw["labels"] = x
-            return kw
+        inputs = causal
     elif name == "llama":
         cfg = tf.LlamaConfig(vocab_size=VOCAB, hidden_size=1024, intermediate_size=2816, num_hidden_layers=4,
                              num_attention_heads=16, num_key_value_heads=4, max_position_embeddings=1024)
         model = tf.LlamaForCausalLM(_quiet_config(cfg))
 
-        def inputs(g):
-            x = ids(g)
-            kw = {"input_ids": x, "use_cache": False}
-            if train:
-                kw["labels"] = x
-            return kw
+        inputs = causal
     elif name == "vit":
         cfg = tf.ViTConfig(hidden_size=768, num_hidden_layers=4, num_attention_heads=12, intermediate_size=3072,
                            image_size=224, patch_size=16)
