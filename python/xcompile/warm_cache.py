@@ -399,7 +399,7 @@ def store(key: str | None, compiled: Callable, graphs: list, bound: dict) -> Non
         tensors: dict = {}
         described = []
         for name, v in glb.items():
-            if name in ("call", "__builtins__"):
+            if name in ("call", "call_boxed", "__builtins__"):     # (the source defines them)
                 continue
             described.append((name, _describe(name, v, bound_ids, ops, tensors)))
         kinfos = []
