@@ -498,3 +498,14 @@ def test_view_of_a_written_noncontiguous_input_after_a_break(backend):
         a1 = torch.randn(3, 8, generator=torch.Generator().manual_seed(100 + i))[:, ::2]
         return [a0, a1], {}, [a0]
     _check(_VIEW_OF_WRITTEN_NONCONTIGUOUS, make_args, backend)
+
+
+# Random program 351193 (aot_eager, inductor; found at the end of session 16, open in issue #31):
+# the compiled backward raises "modified by an inplace operation" (output 1 of CompiledFunction,
+# written after the forward: ``v6[0].clamp_(...)`` after a break) where eager's backward runs.
+# The class of seed 10329. Pre-existing (the same at 7314fdb). Not fixed yet.
+@pytest.mark.parametrize("backend", _params({"aot_eager": "issue #31: seed 351193, backward after a write",
+                                             "inductor": "issue #31: seed 351193, backward after a write"}))
+def test_seed_351193_backward_through_an_output_written_after_the_graph(backend):
+    r = harness.check(proggen.make_program(351193), backend)
+    assert r.status == "ok", f"{r.status}: {r.msg}"
